@@ -1,0 +1,91 @@
+/// Validates client payloads and builds the payload Relay forwards.
+///
+/// Known events forward only their validated fields, so nothing unexpected rides along; custom
+/// events forward the client's object as is. Either way `from` and `ts` are stamped last, so a
+/// client cannot forge them.
+public enum EventValidator {
+    public static let maxRoomLength = 128
+    public static let maxMessageIDLength = 128
+    public static let maxEmojiBytes = 64
+    public static let maxLiveShareSeconds: Int64 = 8 * 3600
+
+    /// The `room` field of a payload, validated.
+    public static func room(in payload: JSONValue) throws(RelayError) -> String {
+        guard case .string(let room)? = payload["room"] else { throw RelayError(.invalidPayload, "room (string) is required") }
+        guard isValidRoomName(room) else { throw RelayError(.invalidPayload, "room must be 1-\(maxRoomLength) printable characters") }
+        return room
+    }
+
+    public static func isValidRoomName(_ room: String) -> Bool {
+        let utf8 = room.utf8
+        guard !utf8.isEmpty, utf8.count <= maxRoomLength else { return false }
+        return utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
+    }
+
+    static func string(_ payload: JSONValue, _ key: String, maxBytes: Int) throws(RelayError) -> String {
+        guard case .string(let s)? = payload[key], !s.isEmpty, s.utf8.count <= maxBytes else {
+            throw RelayError(.invalidPayload, "\(key) must be a non-empty string of at most \(maxBytes) bytes")
+        }
+        return s
+    }
+
+    static func number(_ payload: JSONValue, _ key: String, in range: ClosedRange<Double>, required: Bool) throws(RelayError) -> Double? {
+        guard let value = payload[key], value != .null else {
+            if required { throw RelayError(.invalidPayload, "\(key) (number) is required") }
+            return nil
+        }
+        guard let d = value.doubleValue, range.contains(d) else {
+            throw RelayError(.invalidPayload, "\(key) must be a number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return d
+    }
+
+    /// `message:reaction {room, messageId, emoji, action}`.
+    public static func reaction(_ payload: JSONValue) throws(RelayError) -> JSONValue {
+        let room = try room(in: payload)
+        let messageID = try string(payload, "messageId", maxBytes: maxMessageIDLength)
+        let emoji = try string(payload, "emoji", maxBytes: maxEmojiBytes)
+        guard emoji.count <= 8 else { throw RelayError(.invalidPayload, "emoji must be at most 8 characters") }
+        guard case .string(let action)? = payload["action"], action == "add" || action == "remove" else {
+            throw RelayError(.invalidPayload, "action must be \"add\" or \"remove\"")
+        }
+        return .object([("room", .string(room)), ("messageId", .string(messageID)), ("emoji", .string(emoji)), ("action", .string(action))])
+    }
+
+    /// `location:share-live {room, durationSec}`; returns the forwarded payload and the duration.
+    public static func shareLive(_ payload: JSONValue) throws(RelayError) -> (JSONValue, Int64) {
+        let room = try room(in: payload)
+        guard let duration = payload["durationSec"]?.intValue, duration >= 1, duration <= maxLiveShareSeconds else {
+            throw RelayError(.invalidPayload, "durationSec must be an integer in 1...\(maxLiveShareSeconds)")
+        }
+        return (.object([("room", .string(room)), ("durationSec", .int(duration))]), duration)
+    }
+
+    /// `location:update {room, lat, lng, accuracy?, heading?}`.
+    public static func locationUpdate(_ payload: JSONValue) throws(RelayError) -> JSONValue {
+        let room = try room(in: payload)
+        var fields: [(String, JSONValue)] = [("room", .string(room))]
+        fields.append(("lat", .double(try number(payload, "lat", in: -90...90, required: true)!)))
+        fields.append(("lng", .double(try number(payload, "lng", in: -180...180, required: true)!)))
+        if let accuracy = try number(payload, "accuracy", in: 0...1_000_000, required: false) { fields.append(("accuracy", .double(accuracy))) }
+        if let heading = try number(payload, "heading", in: 0...360, required: false) { fields.append(("heading", .double(heading))) }
+        return .object(fields)
+    }
+
+    /// A payload that only names a room: typing, `location:stop`, join, leave, presence.
+    public static func roomOnly(_ payload: JSONValue) throws(RelayError) -> JSONValue {
+        .object([("room", .string(try room(in: payload)))])
+    }
+
+    /// A custom event: any object with a valid `room`.
+    public static func custom(_ payload: JSONValue) throws(RelayError) -> JSONValue {
+        guard payload.isObject else { throw RelayError(.invalidPayload, "custom events carry a JSON object") }
+        _ = try room(in: payload)
+        return payload
+    }
+
+    /// Adds the server-stamped `from` and `ts`, replacing any the client sent.
+    public static func stamp(_ payload: JSONValue, from user: String, ts: Int64) -> JSONValue {
+        payload.setting("from", to: .string(user)).setting("ts", to: .int(ts))
+    }
+}

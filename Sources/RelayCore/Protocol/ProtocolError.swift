@@ -1,0 +1,15 @@
+/// Why an inbound Engine.IO or Socket.IO packet was refused.
+public enum ProtocolError: Error, Equatable, Sendable {
+    case emptyPacket
+    case unknownEnginePacketType(UInt8)
+    case unknownSocketPacketType(UInt8)
+    /// `45`/`46` binary packets: Relay carries JSON events only.
+    case binaryNotSupported
+    case invalidAckID
+    case invalidNamespace
+    case invalidJSON(JSONError)
+    /// The packet type requires a payload of a given JSON shape that was not there.
+    case invalidPayload(String)
+    /// A packet the client may not send (e.g. `0` open, `44` connect error).
+    case unexpectedPacket(String)
+}

@@ -1,0 +1,46 @@
+/// Who is connected: connections per user (for events addressed to a user's devices) with the
+/// partition each lives on, plus the per-user connection limit.
+public struct ConnectionDirectory: Sendable {
+    public enum RegisterError: Error, Equatable, Sendable {
+        case tooManyForUser(limit: Int)
+        case tooManyTotal(limit: Int)
+    }
+
+    public var maxConnectionsPerUser: Int
+    public var maxConnections: Int
+    private var byUser: [String: [ConnectionID: Int]] = [:]
+    private var users: [ConnectionID: String] = [:]
+
+    public init(maxConnectionsPerUser: Int = 20, maxConnections: Int = 1_000_000) {
+        self.maxConnectionsPerUser = maxConnectionsPerUser
+        self.maxConnections = maxConnections
+    }
+
+    public var count: Int { users.count }
+    public var userCount: Int { byUser.count }
+
+    public mutating func register(_ connection: ConnectionID, user: String, partition: Int) throws(RegisterError) {
+        guard users.count < maxConnections else { throw .tooManyTotal(limit: maxConnections) }
+        guard (byUser[user]?.count ?? 0) < maxConnectionsPerUser else { throw .tooManyForUser(limit: maxConnectionsPerUser) }
+        byUser[user, default: [:]][connection] = partition
+        users[connection] = user
+    }
+
+    public mutating func unregister(_ connection: ConnectionID) {
+        guard let user = users.removeValue(forKey: connection) else { return }
+        byUser[user]?.removeValue(forKey: connection)
+        if byUser[user]?.isEmpty == true { byUser.removeValue(forKey: user) }
+    }
+
+    public func user(of connection: ConnectionID) -> String? { users[connection] }
+
+    public func connections(of user: String) -> [ConnectionID] {
+        (byUser[user]?.keys).map { $0.sorted() } ?? []
+    }
+
+    /// Partitions holding at least one of the user's connections, ascending.
+    public func partitions(of user: String) -> [Int] {
+        guard let conns = byUser[user] else { return [] }
+        return Set(conns.values).sorted()
+    }
+}

@@ -1,0 +1,74 @@
+/// Live location shares: a user shares in a room for a duration; updates are accepted only
+/// inside a live share, and a share ends at its duration (or on stop, or when its connection
+/// closes). Time is passed in milliseconds.
+public struct LiveLocationSessions: Sendable {
+    public struct Key: Hashable, Sendable, Comparable {
+        public var room: String
+        public var user: String
+        public init(room: String, user: String) {
+            self.room = room
+            self.user = user
+        }
+        public static func < (a: Key, b: Key) -> Bool { (a.room, a.user) < (b.room, b.user) }
+    }
+
+    struct Share: Sendable {
+        var expiresAt: Int64
+        var connection: ConnectionID
+    }
+
+    private var shares: [Key: Share] = [:]
+    public var maxSharesPerConnection: Int
+
+    public init(maxSharesPerConnection: Int = 16) {
+        self.maxSharesPerConnection = maxSharesPerConnection
+    }
+
+    public var count: Int { shares.count }
+
+    /// Starts or extends a share. Returns the expiry time.
+    @discardableResult
+    public mutating func start(room: String, user: String, connection: ConnectionID, durationSec: Int64, now: Int64) throws(RelayError) -> Int64 {
+        let key = Key(room: room, user: user)
+        if shares[key] == nil, shares.values.filter({ $0.connection == connection }).count >= maxSharesPerConnection {
+            throw RelayError(.rateLimited, "too many live shares on this connection")
+        }
+        let expires = now + durationSec * 1000
+        shares[key] = Share(expiresAt: expires, connection: connection)
+        return expires
+    }
+
+    /// Checks an update is inside a live share.
+    public func checkUpdate(room: String, user: String, now: Int64) throws(RelayError) {
+        guard let share = shares[Key(room: room, user: user)], share.expiresAt > now else { throw RelayError(.noLiveShare) }
+    }
+
+    /// Ends a share; `false` if there was none.
+    @discardableResult
+    public mutating func stop(room: String, user: String) -> Bool {
+        shares.removeValue(forKey: Key(room: room, user: user)) != nil
+    }
+
+    /// Ends and returns the shares a connection started (it disconnected), sorted.
+    public mutating func connectionClosed(_ connection: ConnectionID) -> [Key] {
+        let keys = shares.filter { $0.value.connection == connection }.map(\.key).sorted()
+        for k in keys { shares.removeValue(forKey: k) }
+        return keys
+    }
+
+    /// Ends and returns the share of `connection` in `room`, if any (it left the room).
+    public mutating func connectionLeft(_ connection: ConnectionID, room: String) -> [Key] {
+        let keys = shares.filter { $0.key.room == room && $0.value.connection == connection }.map(\.key).sorted()
+        for k in keys { shares.removeValue(forKey: k) }
+        return keys
+    }
+
+    /// Ends and returns the shares whose time is up, sorted.
+    public mutating func expire(now: Int64) -> [Key] {
+        let keys = shares.filter { $0.value.expiresAt <= now }.map(\.key).sorted()
+        for k in keys { shares.removeValue(forKey: k) }
+        return keys
+    }
+
+    public var nextDeadline: Int64? { shares.values.map(\.expiresAt).min() }
+}

@@ -1,0 +1,118 @@
+/// Room membership and presence.
+///
+/// A room holds connections; presence counts a user once however many devices they have in the
+/// room, and a user leaves presence only when their last connection in the room leaves. Each
+/// member also records its *partition* (the event loop it lives on) so that fan-out can visit
+/// only the partitions that have members, once each.
+public struct RoomRegistry: Sendable {
+    public enum JoinError: Error, Equatable, Sendable {
+        case tooManyRooms(limit: Int)
+        case roomFull(limit: Int)
+    }
+
+    public struct JoinResult: Equatable, Sendable {
+        /// The connection was already in the room; nothing changed.
+        public var alreadyMember: Bool
+        /// The user had no other device in the room: others should see `presence:join`.
+        public var userBecamePresent: Bool
+    }
+
+    public struct LeaveResult: Equatable, Sendable {
+        public var room: String
+        public var user: String
+        /// The user's last device left: others should see `presence:leave`.
+        public var userLeftPresence: Bool
+    }
+
+    struct Member: Sendable {
+        var user: String
+        var partition: Int
+    }
+
+    struct Room: Sendable {
+        var members: [ConnectionID: Member] = [:]
+        var devicesByUser: [String: Int] = [:]
+        var partitionCounts: [Int: Int] = [:]
+    }
+
+    public var maxRoomsPerConnection: Int
+    public var maxMembersPerRoom: Int
+    private var rooms: [String: Room] = [:]
+    private var roomsByConnection: [ConnectionID: Set<String>] = [:]
+
+    public init(maxRoomsPerConnection: Int = 100, maxMembersPerRoom: Int = 10_000) {
+        self.maxRoomsPerConnection = maxRoomsPerConnection
+        self.maxMembersPerRoom = maxMembersPerRoom
+    }
+
+    public var roomCount: Int { rooms.count }
+
+    public mutating func join(room: String, connection: ConnectionID, user: String, partition: Int) throws(JoinError) -> JoinResult {
+        if rooms[room]?.members[connection] != nil {
+            return JoinResult(alreadyMember: true, userBecamePresent: false)
+        }
+        let current = roomsByConnection[connection]?.count ?? 0
+        guard current < maxRoomsPerConnection else { throw .tooManyRooms(limit: maxRoomsPerConnection) }
+        guard (rooms[room]?.members.count ?? 0) < maxMembersPerRoom else { throw .roomFull(limit: maxMembersPerRoom) }
+        var r = rooms[room] ?? Room()
+        r.members[connection] = Member(user: user, partition: partition)
+        let devices = (r.devicesByUser[user] ?? 0) + 1
+        r.devicesByUser[user] = devices
+        r.partitionCounts[partition, default: 0] += 1
+        rooms[room] = r
+        roomsByConnection[connection, default: []].insert(room)
+        return JoinResult(alreadyMember: false, userBecamePresent: devices == 1)
+    }
+
+    /// Removes a connection from a room; `nil` if it was not a member.
+    public mutating func leave(room: String, connection: ConnectionID) -> LeaveResult? {
+        guard var r = rooms[room], let member = r.members.removeValue(forKey: connection) else { return nil }
+        let devices = (r.devicesByUser[member.user] ?? 1) - 1
+        if devices <= 0 { r.devicesByUser.removeValue(forKey: member.user) } else { r.devicesByUser[member.user] = devices }
+        let left = (r.partitionCounts[member.partition] ?? 1) - 1
+        if left <= 0 { r.partitionCounts.removeValue(forKey: member.partition) } else { r.partitionCounts[member.partition] = left }
+        rooms[room] = r.members.isEmpty ? nil : r
+        if var set = roomsByConnection[connection] {
+            set.remove(room)
+            roomsByConnection[connection] = set.isEmpty ? nil : set
+        }
+        return LeaveResult(room: room, user: member.user, userLeftPresence: devices <= 0)
+    }
+
+    /// Removes a connection from every room it is in (disconnect), in room-name order.
+    public mutating func leaveAll(connection: ConnectionID) -> [LeaveResult] {
+        guard let set = roomsByConnection[connection] else { return [] }
+        return set.sorted().compactMap { leave(room: $0, connection: connection) }
+    }
+
+    public func isMember(room: String, connection: ConnectionID) -> Bool {
+        rooms[room]?.members[connection] != nil
+    }
+
+    public func rooms(of connection: ConnectionID) -> Set<String> {
+        roomsByConnection[connection] ?? []
+    }
+
+    /// Users online in the room with their device counts, sorted by user id.
+    public func presence(room: String) -> [PresenceEntry] {
+        guard let r = rooms[room] else { return [] }
+        return r.devicesByUser.map { PresenceEntry(user: $0.key, devices: $0.value) }.sorted { $0.user < $1.user }
+    }
+
+    public func memberCount(room: String) -> Int { rooms[room]?.members.count ?? 0 }
+
+    public func isUserPresent(room: String, user: String) -> Bool { rooms[room]?.devicesByUser[user] != nil }
+
+    /// The partitions that hold at least one member of the room, ascending.
+    public func partitions(room: String) -> [Int] {
+        guard let r = rooms[room] else { return [] }
+        return r.partitionCounts.keys.sorted()
+    }
+
+    /// Rooms with their member counts, busiest first (ties by name).
+    public func busiestRooms(limit: Int) -> [(room: String, members: Int)] {
+        rooms.map { (room: $0.key, members: $0.value.members.count) }
+            .sorted { $0.members != $1.members ? $0.members > $1.members : $0.room < $1.room }
+            .prefix(limit).map { $0 }
+    }
+}

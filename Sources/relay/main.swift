@@ -1,0 +1,3 @@
+import RelayServer
+import ArgumentParser
+print(RelayServerVersion.string)

@@ -1,0 +1,3 @@
+import XCTest
+@testable import RelayServer
+final class ServerSmokeTests: XCTestCase { func testVersion() { XCTAssertFalse(RelayServerVersion.string.isEmpty) } }
