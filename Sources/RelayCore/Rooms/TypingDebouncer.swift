@@ -41,7 +41,9 @@ public struct TypingDebouncer: Sendable {
         self.expiry = expiryMs
     }
 
-    public mutating func start(room: String, user: String, connection: ConnectionID, now: Int64) {
+    /// Records a start. Returns the room's pending flush time, if a flush is pending.
+    @discardableResult
+    public mutating func start(room: String, user: String, connection: ConnectionID, now: Int64) -> Int64? {
         var state = rooms[room] ?? RoomState()
         var entry = state.entries[user] ?? Entry(typing: false, announced: false, refreshedAt: now, connection: connection)
         entry.typing = true
@@ -50,14 +52,18 @@ public struct TypingDebouncer: Sendable {
         state.entries[user] = entry
         if entry.typing != entry.announced || state.flushAt != nil { openWindow(&state, now: now) }
         rooms[room] = state
+        return state.flushAt
     }
 
-    public mutating func stop(room: String, user: String, now: Int64) {
-        guard var state = rooms[room], var entry = state.entries[user], entry.typing else { return }
+    /// Records a stop. Returns the room's pending flush time, if a flush is pending.
+    @discardableResult
+    public mutating func stop(room: String, user: String, now: Int64) -> Int64? {
+        guard var state = rooms[room], var entry = state.entries[user], entry.typing else { return rooms[room]?.flushAt }
         entry.typing = false
         state.entries[user] = entry
         openWindow(&state, now: now)
         rooms[room] = state
+        return state.flushAt
     }
 
     /// Stops every start that came from `connection` (it disconnected or left).

@@ -1,0 +1,85 @@
+import NIOCore
+import RelayCore
+
+/// Everything a relay process is told at startup. Defaults are the documented production
+/// defaults (see README "Configuration").
+public struct RelayConfiguration: Sendable {
+    public enum JWTAlgorithm: Sendable, Equatable {
+        /// HMAC-SHA256 with a shared secret (at least 32 bytes).
+        case hs256(secret: String)
+        /// ECDSA P-256 with the backend's public key (PEM).
+        case es256(publicKeyPEM: String)
+
+        public var name: String {
+            switch self {
+            case .hs256: return "HS256"
+            case .es256: return "ES256"
+            }
+        }
+    }
+
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var jwt: JWTAlgorithm
+    /// Accepted clock skew for `exp`/`nbf`, seconds.
+    public var jwtLeewaySeconds: Int64 = 30
+    public var apiKey: String
+    public var adminKey: String
+    public var databasePath = "relay.sqlite"
+    /// How many event loops (threads) serve sockets; defaults to the core count.
+    public var eventLoopThreads = NIOCore.System.coreCount
+
+    // Engine.IO
+    public var pingIntervalMs = 25_000
+    public var pingTimeoutMs = 20_000
+    /// Largest inbound message (bytes); larger ones close the socket with 1009.
+    public var maxPayload = 1_000_000
+    /// Time for a client to send CONNECT (`40`) after the socket opens.
+    public var connectTimeoutMs = 10_000
+    /// Time for a TCP client to complete its HTTP request (upgrade or API call).
+    public var handshakeTimeoutMs = 10_000
+
+    // Events and limits
+    public var customEventsEnabled = true
+    /// Largest event payload (encoded JSON bytes) a client may send; larger ones get `payload_too_large`.
+    public var maxEventBytes = 64 * 1024
+    public var eventsPerSecond = EventRateLimiter.Budget(perSecond: 50, burst: 100)
+    public var eventsPerSecondByClass: [RateClass: EventRateLimiter.Budget] = [
+        .typing: .init(perSecond: 10, burst: 20),
+        .location: .init(perSecond: 10, burst: 20),
+        .reaction: .init(perSecond: 20, burst: 40),
+        .receipt: .init(perSecond: 200, burst: 400),
+        .custom: .init(perSecond: 30, burst: 60),
+        .control: .init(perSecond: 20, burst: 50),
+    ]
+    public var maxRoomsPerConnection = 100
+    public var maxMembersPerRoom = 10_000
+    public var maxConnections = 100_000
+    public var maxConnectionsPerUser = 20
+    public var maxConnectionsPerIP = 1_000
+    /// Failed authentications allowed per client IP (burst, then per second).
+    public var authFailuresPerIP = EventRateLimiter.Budget(perSecond: 1, burst: 10)
+    /// Origins allowed to open a WebSocket. Empty: only clients that send no `Origin` (native
+    /// apps). `*` allows any origin.
+    public var allowedOrigins: [String] = []
+    /// Largest HTTP API request body.
+    public var maxHTTPBodyBytes = 256 * 1024
+
+    // Typing and live location
+    public var typingWindowMs: Int64 = 100
+    public var typingExpiryMs: Int64 = 5_000
+
+    // Outbound queue (per connection)
+    /// Over this many queued bytes, coalescible events replace their older queued twin.
+    public var outboundSoftLimitBytes = 256 * 1024
+    /// Over this many queued bytes, the connection is closed (4008).
+    public var outboundHardLimitBytes = 1024 * 1024
+    public var outboundMaxQueuedMessages = 4096
+
+    public init(jwt: JWTAlgorithm, apiKey: String, adminKey: String) {
+        self.jwt = jwt
+        self.apiKey = apiKey
+        self.adminKey = adminKey
+    }
+}
+

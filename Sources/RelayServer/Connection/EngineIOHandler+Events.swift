@@ -1,0 +1,211 @@
+import Logging
+import NIOCore
+import RelayCore
+
+/// The Socket.IO layer of a session: CONNECT and authentication, then event dispatch.
+extension EngineIOHandler {
+    func handleSocketPacket(_ payload: ArraySlice<UInt8>, size: Int) {
+        let packet: SocketPacket
+        do {
+            packet = try SocketPacket.decode(payload)
+        } catch .binaryNotSupported {
+            sendError(RelayError(.binaryNotSupported), event: nil, ackID: nil)
+            return
+        } catch {
+            if case .connected = phase {
+                sendError(RelayError(.invalidPacket, "malformed Socket.IO packet"), event: nil, ackID: nil)
+            } else {
+                refuseConnect(RelayError(.invalidPacket, "malformed CONNECT packet"), namespace: "/")
+            }
+            return
+        }
+        guard packet.namespace == "/" else {
+            if packet.type == .connect {
+                sendText(SocketPacket(type: .connectError, namespace: packet.namespace, data: connectErrorPayload(RelayError(.invalidNamespace))).encodedMessage())
+                flushOutbound()
+            }
+            return
+        }
+        switch packet.type {
+        case .connect: handleConnect(packet)
+        case .disconnect: close(code: CloseCode.normal, reason: "client disconnected")
+        case .event: handleEvent(packet, size: size)
+        case .ack, .connectError: break
+        case .binaryEvent, .binaryAck: sendError(RelayError(.binaryNotSupported), event: nil, ackID: nil)
+        }
+    }
+
+    // MARK: CONNECT
+
+    private func handleConnect(_ packet: SocketPacket) {
+        switch phase {
+        case .connected:
+            sendText(SocketPacket(type: .connect, data: .object([("sid", .string(sid))])).encodedMessage())
+            flushOutbound()
+            return
+        case .authenticating, .closed:
+            return
+        case .awaitingConnect:
+            break
+        }
+        let token = packet.data?["token"]?.stringValue ?? handshake.queryToken ?? handshake.bearerToken ?? ""
+        let now = hub.clock.monotonicMs()
+        guard relay.admission.mayAuthenticate(ip: handshake.remoteIP, now: now) else {
+            refuseConnect(RelayError(.authRateLimited), namespace: "/")
+            return
+        }
+        phase = .authenticating
+        guard let eventLoop = context?.eventLoop else { return }
+        let verifier = relay.verifier
+        let handler = NIOLoopBound(self, eventLoop: eventLoop)
+        Task {
+            let result = await verifier.verify(token)
+            eventLoop.execute { handler.value.authenticationCompleted(result) }
+        }
+    }
+
+    private func authenticationCompleted(_ result: Result<AuthenticatedUser, RelayError>) {
+        guard case .authenticating = phase, !closing, let shard else { return }
+        switch result {
+        case .failure(let error):
+            relay.admission.recordAuthFailure(ip: handshake.remoteIP, now: hub.clock.monotonicMs())
+            relay.logger.info("auth failed", metadata: ["ip": "\(handshake.remoteIP)", "code": "\(error.code.rawValue)"])
+            refuseConnect(error, namespace: "/")
+        case .success(let user):
+            do throws(RelayError) {
+                try hub.register(self, sid: sid, user: user.userID, on: shard)
+            } catch {
+                refuseConnect(error, namespace: "/")
+                return
+            }
+            phase = .connected(user)
+            connectTimeout?.cancel()
+            sendText(SocketPacket(type: .connect, data: .object([("sid", .string(sid))])).encodedMessage())
+            flushOutbound()
+            relay.logger.info("connect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "ip": "\(handshake.remoteIP)"])
+        }
+    }
+
+    private func connectErrorPayload(_ error: RelayError) -> JSONValue {
+        .object([("message", .string(error.message)), ("data", .object([("code", .string(error.code.rawValue))]))])
+    }
+
+    /// Sends CONNECT_ERROR (`44{...}`) and closes the socket.
+    private func refuseConnect(_ error: RelayError, namespace: String) {
+        sendText(SocketPacket(type: .connectError, namespace: namespace, data: connectErrorPayload(error)).encodedMessage())
+        flushOutbound()
+        phase = .closed
+        close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
+    }
+
+    // MARK: Events
+
+    private func handleEvent(_ packet: SocketPacket, size: Int) {
+        guard case .connected(let user) = phase else {
+            sendError(RelayError(.notConnected), event: nil, ackID: packet.ackID)
+            return
+        }
+        let event: InboundEvent
+        do {
+            event = try InboundEvent(packet: packet)
+        } catch {
+            sendError(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: packet.ackID)
+            return
+        }
+        do throws(RelayError) {
+            let policy = try EventPolicyTable.policy(forClientEvent: event.name, customEventsEnabled: configuration.customEventsEnabled)
+            guard size <= configuration.maxEventBytes else { throw RelayError(.payloadTooLarge, "events are limited to \(configuration.maxEventBytes) bytes") }
+            guard limiter.allow(policy.rateClass, now: hub.clock.monotonicMs()) else { throw RelayError(.rateLimited) }
+            if let reply = try dispatch(event, policy: policy, user: user) {
+                if let id = event.ackID {
+                    sendText(SocketPacket.ackMessage(id: id, payload: reply))
+                    flushOutbound()
+                }
+            }
+        } catch {
+            sendError(error, event: event.name, ackID: event.ackID)
+        }
+    }
+
+    /// Runs one event. Returns the ack payload, or `nil` when the ack is sent later.
+    private func dispatch(_ event: InboundEvent, policy: EventPolicy, user: AuthenticatedUser) throws(RelayError) -> JSONValue? {
+        guard let shard else { throw RelayError(.internalError) }
+        let ok = JSONValue.object([("ok", true)])
+        switch event.name {
+        case "room:join":
+            let room = try EventValidator.room(in: event.payload)
+            guard user.rooms.allows(room) else { throw RelayError(.roomNotAuthorized, "your token does not allow \(room)") }
+            let presence = try hub.join(room: room, sink: self, user: user.userID, on: shard)
+            return .object([("ok", true), ("room", .string(room)), ("presence", .array(presence.map(\.json)))])
+        case "room:leave":
+            let room = try EventValidator.room(in: event.payload)
+            guard hub.leave(room: room, connection: connectionID, on: shard) else { throw RelayError(.notInRoom) }
+            return ok
+        case "presence:list":
+            let room = try EventValidator.room(in: event.payload)
+            guard user.rooms.allows(room) || hub.isMember(room: room, connection: connectionID) else {
+                throw RelayError(.roomNotAuthorized, "your token does not allow \(room)")
+            }
+            return .object([("ok", true), ("room", .string(room)), ("presence", .array(hub.presence(room: room).map(\.json)))])
+        case "typing:start", "typing:stop":
+            let room = try memberRoom(event.payload)
+            hub.typing(event.name == "typing:start", room: room, user: user.userID, connection: connectionID)
+            return ok
+        case "message:reaction":
+            let payload = try EventValidator.reaction(event.payload)
+            let room = try memberRoom(payload)
+            broadcast(event.name, payload, room: room, user: user)
+            return ok
+        case "location:share-live":
+            let (payload, duration) = try EventValidator.shareLive(event.payload)
+            let room = try memberRoom(payload)
+            try hub.startLiveShare(room: room, user: user.userID, connection: connectionID, durationSec: duration)
+            broadcast(event.name, payload, room: room, user: user)
+            return ok
+        case "location:update":
+            let payload = try EventValidator.locationUpdate(event.payload)
+            let room = try memberRoom(payload)
+            try hub.checkLiveShare(room: room, user: user.userID)
+            let key = OutboundQueue<OutboundMessage>.CoalesceKey(event: event.name, room: room, user: user.userID)
+            broadcast(event.name, payload, room: room, user: user, coalesceKey: key)
+            return ok
+        case "location:stop":
+            let payload = try EventValidator.roomOnly(event.payload)
+            let room = try memberRoom(payload)
+            guard hub.stopLiveShare(room: room, user: user.userID) else { throw RelayError(.noLiveShare) }
+            broadcast(event.name, payload, room: room, user: user)
+            return ok
+        case "message:delivered", "message:read", "receipt:sync":
+            return try handleReceiptEvent(event, user: user)
+        default:
+            let payload = try EventValidator.custom(event.payload)
+            let room = try memberRoom(payload)
+            broadcast(event.name, payload, room: room, user: user)
+            return ok
+        }
+    }
+
+    /// The payload's room, which this connection must have joined.
+    private func memberRoom(_ payload: JSONValue) throws(RelayError) -> String {
+        let room = try EventValidator.room(in: payload)
+        guard hub.isMember(room: room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(room) first") }
+        return room
+    }
+
+    private func broadcast(_ name: String, _ payload: JSONValue, room: String, user: AuthenticatedUser, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil) {
+        let stamped = EventValidator.stamp(payload, from: user.userID, ts: hub.clock.wallMs())
+        hub.publish(room: room, name: name, payload: stamped, excludeConnection: connectionID, coalesceKey: coalesceKey)
+    }
+
+    /// An error ack when the event asked for one, else an `error` event.
+    func sendError(_ error: RelayError, event: String?, ackID: Int64?) {
+        if let ackID {
+            sendText(SocketPacket.ackMessage(id: ackID, payload: error.ackPayload))
+        } else {
+            var body = error.json
+            if let event { body = body.setting("event", to: .string(event)) }
+            sendText(SocketPacket.eventMessage(name: "error", payload: body))
+        }
+        flushOutbound()
+    }
+}

@@ -1,0 +1,60 @@
+import NIOHTTP1
+
+/// What the WebSocket upgrade request told us about the client.
+public struct HandshakeInfo: Sendable, Equatable {
+    public var remoteIP: String
+    /// `token` from the query string, if any.
+    public var queryToken: String?
+    /// The `Authorization: Bearer` token, if any.
+    public var bearerToken: String?
+
+    public init(remoteIP: String, queryToken: String? = nil, bearerToken: String? = nil) {
+        self.remoteIP = remoteIP
+        self.queryToken = queryToken
+        self.bearerToken = bearerToken
+    }
+
+    init(request: HTTPRequestHead, remoteIP: String) {
+        let query = QueryString(uri: request.uri)
+        self.init(remoteIP: remoteIP, queryToken: query["token"], bearerToken: BearerToken.from(request.headers))
+    }
+}
+
+/// Reads `Authorization: Bearer <token>`.
+enum BearerToken {
+    static func from(_ headers: HTTPHeaders) -> String? {
+        guard let value = headers.first(name: "authorization") else { return nil }
+        let parts = value.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return String(parts[1]).trimmingCharacters(in: .whitespaces)
+    }
+}
+
+/// A parsed URI: its path and decoded query parameters (first value wins).
+struct QueryString {
+    let path: String
+    private let items: [String: String]
+
+    init(uri: String) {
+        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        path = parts.first.map(String.init) ?? "/"
+        var items: [String: String] = [:]
+        if parts.count == 2 {
+            for pair in parts[1].split(separator: "&") {
+                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let key = Self.decode(kv[0])
+                if items[key] == nil { items[key] = kv.count == 2 ? Self.decode(kv[1]) : "" }
+            }
+        }
+        self.items = items
+    }
+
+    subscript(name: String) -> String? { items[name] }
+
+    static func decode(_ s: Substring) -> String {
+        let plusFixed = s.replacingOccurrences(of: "+", with: " ")
+        return plusFixed.removingPercentEncoding ?? plusFixed
+    }
+}
+
+import Foundation

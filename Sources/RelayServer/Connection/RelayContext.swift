@@ -1,0 +1,53 @@
+import Logging
+import NIOConcurrencyHelpers
+import RelayCore
+
+/// What every connection and HTTP handler shares: configuration, the hub, the token verifier,
+/// admission control, and the receipt service when there is one.
+public final class RelayContext: Sendable {
+    public let configuration: RelayConfiguration
+    public let hub: Hub
+    public let verifier: TokenVerifier
+    public let admission: AdmissionControl
+    public let logger: Logger
+    private let nextID = NIOLockedValueBox<UInt64>(0)
+
+    public init(configuration: RelayConfiguration, hub: Hub, verifier: TokenVerifier, logger: Logger) {
+        self.configuration = configuration
+        self.hub = hub
+        self.verifier = verifier
+        self.admission = AdmissionControl(
+            maxConnections: configuration.maxConnections, maxPerIP: configuration.maxConnectionsPerIP,
+            authFailures: configuration.authFailuresPerIP)
+        self.logger = logger
+    }
+
+    func makeConnectionID() -> ConnectionID {
+        ConnectionID(nextID.withLockedValue { $0 += 1; return $0 })
+    }
+}
+
+/// Random ids for `sid`s: 16 random bytes, base64url without padding.
+enum SessionID {
+    static func make() -> String {
+        var rng = SystemRandomNumberGenerator()
+        let a = rng.next() as UInt64
+        let b = rng.next() as UInt64
+        var bytes: [UInt8] = []
+        for v in [a, b] { for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (i * 8))) } }
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var out: [UInt8] = []
+        var acc: UInt32 = 0
+        var bits = 0
+        for byte in bytes {
+            acc = acc << 8 | UInt32(byte)
+            bits += 8
+            while bits >= 6 {
+                bits -= 6
+                out.append(alphabet[Int((acc >> UInt32(bits)) & 63)])
+            }
+        }
+        if bits > 0 { out.append(alphabet[Int((acc << UInt32(6 - bits)) & 63)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,109 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import RelayCore
+
+/// Serves every HTTP request that is not a WebSocket upgrade: the backend API, health, and
+/// clear refusals for Engine.IO polling. Bodies are bounded; a slow or idle client is closed
+/// after the handshake timeout.
+final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let relay: RelayContext
+    private let router: HTTPRouter
+    private let admitted: Bool
+    private var head: HTTPRequestHead?
+    private var body: ByteBuffer?
+    private var tooLarge = false
+    private var idleTimeout: Scheduled<Void>?
+
+    init(relay: RelayContext, router: HTTPRouter, admitted: Bool) {
+        self.relay = relay
+        self.router = router
+        self.admitted = admitted
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        armIdleTimeout(context: context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        idleTimeout?.cancel()
+    }
+
+    /// Closes a connection that does not finish a request in time (half-sent requests, idle
+    /// keep-alive connections).
+    private func armIdleTimeout(context: ChannelHandlerContext) {
+        idleTimeout?.cancel()
+        let channel = context.channel
+        idleTimeout = context.eventLoop.scheduleTask(in: .milliseconds(Int64(relay.configuration.handshakeTimeoutMs))) {
+            channel.close(promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            self.body = nil
+            self.tooLarge = false
+        case .body(var chunk):
+            guard !tooLarge else { return }
+            if (body?.readableBytes ?? 0) + chunk.readableBytes > relay.configuration.maxHTTPBodyBytes {
+                tooLarge = true
+                body = nil
+                return
+            }
+            if body == nil { body = chunk } else { body!.writeBuffer(&chunk) }
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            idleTimeout?.cancel()
+            let response: HTTPResponse
+            if tooLarge {
+                response = .error(.payloadTooLarge, code: "payload_too_large", message: "request body exceeds \(relay.configuration.maxHTTPBodyBytes) bytes")
+            } else {
+                response = router.route(HTTPRequest(head: head, body: body.map { Array($0.readableBytesView) } ?? [], remoteIP: context.channel.remoteAddress?.ipAddress ?? "unknown", admitted: admitted))
+            }
+            write(response, keepAlive: head.isKeepAlive && !tooLarge, context: context)
+        }
+    }
+
+    private func write(_ response: HTTPResponse, keepAlive: Bool, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: response.contentType)
+        headers.add(name: "content-length", value: String(response.body.count))
+        headers.add(name: "cache-control", value: "no-store")
+        headers.add(name: "x-content-type-options", value: "nosniff")
+        for (k, v) in response.extraHeaders { headers.add(name: k, value: v) }
+        if !keepAlive { headers.add(name: "connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))), promise: nil)
+        var buffer = context.channel.allocator.buffer(capacity: response.body.count)
+        buffer.writeBytes(response.body)
+        context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if keepAlive {
+            armIdleTimeout(context: context)
+        } else {
+            let channel = context.channel
+            done.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // Malformed requests were already answered with 400 by NIO's protocol error handler.
+        context.close(promise: nil)
+    }
+}
+
+/// A complete HTTP request as the router sees it.
+struct HTTPRequest {
+    var head: HTTPRequestHead
+    var body: [UInt8]
+    var remoteIP: String
+    /// The connection is within the connection limits.
+    var admitted: Bool
+
+    var method: HTTPMethod { head.method }
+}

@@ -1,0 +1,75 @@
+import NIOHTTP1
+import RelayCore
+
+/// Maps requests to answers: the backend emit API, health, and Engine.IO refusals.
+struct HTTPRouter: Sendable {
+    let relay: RelayContext
+
+    func route(_ request: HTTPRequest) -> HTTPResponse {
+        let query = QueryString(uri: request.head.uri)
+        switch (request.method, query.path) {
+        case (_, "/socket.io/"), (_, "/socket.io"):
+            return refuseEngineIO(request, query: query)
+        case (.POST, "/api/v1/emit"):
+            guard authorized(request, key: relay.configuration.apiKey) else { return unauthorized() }
+            return EmitEndpoint(hub: relay.hub).handle(request.body)
+        case (_, "/api/v1/emit"):
+            return .error(.methodNotAllowed, code: "method_not_allowed", message: "use POST")
+        case (.GET, "/healthz"):
+            return .json(.ok, .object([("status", "ok")]))
+        default:
+            return .error(.notFound, code: "not_found", message: "no such endpoint")
+        }
+    }
+
+    /// Why a `/socket.io/` request did not become a WebSocket.
+    private func refuseEngineIO(_ request: HTTPRequest, query: QueryString) -> HTTPResponse {
+        if let origin = request.head.headers.first(name: "origin"), !OriginPolicy(allowed: relay.configuration.allowedOrigins).allows(origin) {
+            return .error(.forbidden, code: "origin_not_allowed", message: "origin \(origin) is not allowed")
+        }
+        if query["EIO"] != "4" {
+            return .error(.badRequest, code: "unsupported_protocol_version", message: "only Engine.IO v4 (EIO=4) is served")
+        }
+        if query["transport"] != "websocket" {
+            return .error(.badRequest, code: "transport_unsupported", message: "only transport=websocket is served; configure the client for WebSocket only")
+        }
+        if !request.admitted {
+            return .error(.serviceUnavailable, code: "too_many_connections", message: "connection limit reached")
+        }
+        return .error(.badRequest, code: "upgrade_required", message: "send a WebSocket upgrade request")
+    }
+
+    private func authorized(_ request: HTTPRequest, key: String) -> Bool {
+        guard let token = BearerToken.from(request.head.headers) else { return false }
+        return ConstantTime.equals(token, key)
+    }
+
+    private func unauthorized() -> HTTPResponse {
+        var r = HTTPResponse.error(.unauthorized, code: "unauthorized", message: "missing or wrong bearer key")
+        r.extraHeaders.append(("www-authenticate", "Bearer"))
+        return r
+    }
+}
+
+/// Compares secrets without an early exit, so timing does not leak how much matched.
+enum ConstantTime {
+    static func equals(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8), y = Array(b.utf8)
+        var diff = UInt8(x.count == y.count ? 0 : 1)
+        for i in 0..<max(x.count, y.count) {
+            diff |= (i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0)
+        }
+        return diff == 0
+    }
+}
+
+/// The `Origin` allow-list for WebSocket upgrades.
+struct OriginPolicy {
+    let allowed: [String]
+
+    /// `origin` is the request's Origin header. An empty list allows none (native clients send
+    /// no Origin); `*` allows every origin.
+    func allows(_ origin: String) -> Bool {
+        allowed.contains("*") || allowed.contains(origin)
+    }
+}

@@ -1,0 +1,12 @@
+import RelayCore
+
+/// The delivery end of one connection. Every method is called on the connection's event loop.
+public protocol ConnectionSink: AnyObject {
+    var connectionID: ConnectionID { get }
+    /// Queues or writes a message; does not flush.
+    func enqueue(_ message: OutboundMessage)
+    /// Flushes what `enqueue` wrote.
+    func flushOutbound()
+    /// Closes the connection with a WebSocket close code and reason.
+    func close(code: UInt16, reason: String)
+}

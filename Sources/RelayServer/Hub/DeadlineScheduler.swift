@@ -1,0 +1,49 @@
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// Runs `action` on one event loop at the earliest deadline asked for; `action` returns the
+/// next deadline (monotonic ms) or `nil`. Safe to call from any thread.
+final class DeadlineScheduler: Sendable {
+    private struct State {
+        var deadline: Int64?
+        var task: Scheduled<Void>?
+    }
+
+    private let eventLoop: any EventLoop
+    private let now: @Sendable () -> Int64
+    private let state = NIOLockedValueBox(State())
+    private let action: NIOLockedValueBox<(@Sendable () -> Int64?)?> = NIOLockedValueBox(nil)
+
+    init(eventLoop: any EventLoop, now: @escaping @Sendable () -> Int64) {
+        self.eventLoop = eventLoop
+        self.now = now
+    }
+
+    func setAction(_ action: @escaping @Sendable () -> Int64?) {
+        self.action.withLockedValue { $0 = action }
+    }
+
+    /// Makes sure the action runs no later than `deadline`.
+    func schedule(at deadline: Int64) {
+        let delay = max(0, deadline - now())
+        state.withLockedValue { state in
+            if let current = state.deadline, current <= deadline { return }
+            state.task?.cancel()
+            state.deadline = deadline
+            state.task = eventLoop.scheduleTask(in: .milliseconds(delay)) { [self] in self.fire() }
+        }
+    }
+
+    private func fire() {
+        state.withLockedValue { $0 = State() }
+        guard let action = action.withLockedValue({ $0 }) else { return }
+        if let next = action() { schedule(at: next) }
+    }
+
+    func cancel() {
+        state.withLockedValue { state in
+            state.task?.cancel()
+            state = State()
+        }
+    }
+}

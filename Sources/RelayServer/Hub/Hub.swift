@@ -1,0 +1,277 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import RelayCore
+
+/// The relay's shared state and its fan-out.
+///
+/// Membership, presence, typing and live-location state live behind one lock and are only
+/// ever touched for short, in-memory updates (never across I/O). Delivery goes through the
+/// per-loop `LoopShard`s: an event is encoded once, then each loop that holds recipients is
+/// visited once — inline for the caller's own loop, one `execute` for any other.
+public final class Hub: Sendable {
+    struct State: Sendable {
+        var rooms: RoomRegistry
+        var directory: ConnectionDirectory
+        var typing: TypingDebouncer
+        var locations: LiveLocationSessions
+        var sids: [String: (ConnectionID, Int)] = [:]
+    }
+
+    public let shards: [LoopShard]
+    public let clock: RelayClock
+    let configuration: RelayConfiguration
+    let logger: Logger
+    private let state: NIOLockedValueBox<State>
+    private let shardByLoop: [ObjectIdentifier: Int]
+    private let typingTimer: DeadlineScheduler
+    private let locationTimer: DeadlineScheduler
+
+    public init(eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, logger: Logger = Logger(label: "relay.hub")) {
+        precondition(!eventLoops.isEmpty)
+        self.shards = eventLoops.enumerated().map { LoopShard(index: $0.offset, eventLoop: $0.element) }
+        self.shardByLoop = Dictionary(uniqueKeysWithValues: eventLoops.enumerated().map { (ObjectIdentifier($0.element), $0.offset) })
+        self.clock = clock
+        self.configuration = configuration
+        self.logger = logger
+        self.state = NIOLockedValueBox(
+            State(
+                rooms: RoomRegistry(maxRoomsPerConnection: configuration.maxRoomsPerConnection, maxMembersPerRoom: configuration.maxMembersPerRoom),
+                directory: ConnectionDirectory(maxConnectionsPerUser: configuration.maxConnectionsPerUser, maxConnections: configuration.maxConnections),
+                typing: TypingDebouncer(windowMs: configuration.typingWindowMs, expiryMs: configuration.typingExpiryMs),
+                locations: LiveLocationSessions()
+            ))
+        self.typingTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
+        self.locationTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
+        typingTimer.setAction { [weak self] in self?.flushTyping() }
+        locationTimer.setAction { [weak self] in self?.expireLocations() }
+    }
+
+    /// The shard of the loop a channel lives on.
+    public func shard(for loop: any EventLoop) -> LoopShard {
+        guard let i = shardByLoop[ObjectIdentifier(loop)] else {
+            preconditionFailure("event loop is not served by this hub")
+        }
+        return shards[i]
+    }
+
+    // MARK: Connections
+
+    /// Registers an authenticated connection. Called on the connection's loop.
+    public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard) throws(RelayError) {
+        do throws(ConnectionDirectory.RegisterError) {
+            try state.withLock { s throws(ConnectionDirectory.RegisterError) in
+                try s.directory.register(sink.connectionID, user: user, partition: shard.index)
+                s.sids[sid] = (sink.connectionID, shard.index)
+            }
+        } catch {
+            switch error {
+            case .tooManyForUser(let limit): throw RelayError(.tooManyConnections, "at most \(limit) connections per user")
+            case .tooManyTotal: throw RelayError(.tooManyConnections)
+            }
+        }
+        shard.add(sink, user: user)
+    }
+
+    /// Removes a connection: leaves its rooms (presence), stops its typing and live shares.
+    /// Called on the connection's loop when it closes.
+    public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard) {
+        let now = clock.monotonicMs()
+        let (leaves, endedShares, typingDeadline) = state.withLockedValue { s in
+            s.directory.unregister(id)
+            s.sids.removeValue(forKey: sid)
+            let leaves = s.rooms.leaveAll(connection: id)
+            s.typing.connectionClosed(id, now: now)
+            let ended = s.locations.connectionClosed(id)
+            return (leaves, ended, s.typing.nextDeadline)
+        }
+        for leave in leaves { shard.leave(room: leave.room, id) }
+        shard.remove(id)
+        if let typingDeadline { typingTimer.schedule(at: typingDeadline) }
+        let ts = clock.wallMs()
+        for leave in leaves where leave.userLeftPresence {
+            broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: ts, exclude: nil)
+        }
+        for key in endedShares {
+            let payload = JSONValue.object([("room", .string(key.room)), ("from", .string(key.user)), ("ts", .int(ts)), ("reason", "disconnected")])
+            publish(room: key.room, name: "location:stop", payload: payload, excludeConnection: id)
+        }
+    }
+
+    public var connectionCount: Int { state.withLockedValue { $0.directory.count } }
+    public var roomCount: Int { state.withLockedValue { $0.rooms.roomCount } }
+
+    // MARK: Rooms and presence
+
+    /// Joins a room; returns the presence list (the joiner included).
+    public func join(room: String, sink: any ConnectionSink, user: String, on shard: LoopShard) throws(RelayError) -> [PresenceEntry] {
+        let joined: RoomRegistry.JoinResult
+        let presence: [PresenceEntry]
+        do throws(RoomRegistry.JoinError) {
+            (joined, presence) = try state.withLock { s throws(RoomRegistry.JoinError) in
+                let r = try s.rooms.join(room: room, connection: sink.connectionID, user: user, partition: shard.index)
+                return (r, s.rooms.presence(room: room))
+            }
+        } catch {
+            switch error {
+            case .tooManyRooms(let limit): throw RelayError(.tooManyRooms, "at most \(limit) rooms per connection")
+            case .roomFull(let limit): throw RelayError(.roomFull, "room is full (\(limit) members)")
+            }
+        }
+        shard.join(room: room, sink)
+        if joined.userBecamePresent {
+            broadcastPresence("presence:join", room: room, user: user, ts: clock.wallMs(), exclude: sink.connectionID)
+        }
+        return presence
+    }
+
+    /// Leaves a room; `false` if the connection was not in it.
+    public func leave(room: String, connection id: ConnectionID, on shard: LoopShard) -> Bool {
+        let now = clock.monotonicMs()
+        let (left, ended, deadline) = state.withLockedValue { s in
+            let left = s.rooms.leave(room: room, connection: id)
+            if left != nil { s.typing.connectionLeft(id, room: room, now: now) }
+            let ended = left != nil ? s.locations.connectionLeft(id, room: room) : []
+            return (left, ended, s.typing.nextDeadline)
+        }
+        guard let left else { return false }
+        shard.leave(room: room, id)
+        if let deadline { typingTimer.schedule(at: deadline) }
+        let ts = clock.wallMs()
+        if left.userLeftPresence { broadcastPresence("presence:leave", room: room, user: left.user, ts: ts, exclude: id) }
+        for key in ended {
+            let payload = JSONValue.object([("room", .string(key.room)), ("from", .string(key.user)), ("ts", .int(ts)), ("reason", "left")])
+            publish(room: key.room, name: "location:stop", payload: payload, excludeConnection: id)
+        }
+        return true
+    }
+
+    public func isMember(room: String, connection: ConnectionID) -> Bool {
+        state.withLockedValue { $0.rooms.isMember(room: room, connection: connection) }
+    }
+
+    public func presence(room: String) -> [PresenceEntry] {
+        state.withLockedValue { $0.rooms.presence(room: room) }
+    }
+
+    private func broadcastPresence(_ name: String, room: String, user: String, ts: Int64, exclude: ConnectionID?) {
+        let payload = JSONValue.object([("room", .string(room)), ("user", .string(user)), ("from", .string(user)), ("ts", .int(ts))])
+        let key = OutboundQueue<OutboundMessage>.CoalesceKey(event: "presence", room: room, user: user)
+        publish(room: room, message: OutboundMessage(bytes: OutboundMessage.event(name, payload), coalesceKey: key), excludeConnection: exclude, excludeUser: nil)
+    }
+
+    // MARK: Fan-out
+
+    /// Encodes an event once and delivers it to the room. Returns the number of recipients
+    /// (room members minus the excluded).
+    @discardableResult
+    public func publish(room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false) -> Int {
+        let message = OutboundMessage(bytes: OutboundMessage.event(name, payload), coalesceKey: coalesceKey, durable: durable)
+        return publish(room: room, message: message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+    }
+
+    @discardableResult
+    public func publish(room: String, message: OutboundMessage, excludeConnection: ConnectionID?, excludeUser: String?) -> Int {
+        let (partitions, count) = state.withLockedValue { s in
+            (s.rooms.partitions(room: room), s.rooms.memberCount(room: room))
+        }
+        for p in partitions {
+            let shard = shards[p]
+            if shard.eventLoop.inEventLoop {
+                shard.deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+            } else {
+                shard.eventLoop.execute {
+                    shard.deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+                }
+            }
+        }
+        return excludeConnection == nil ? count : max(0, count - 1)
+    }
+
+    /// Delivers an event to every connected device of `user`. Returns the number of sockets.
+    @discardableResult
+    public func publish(user: String, name: String, payload: JSONValue, durable: Bool = false) -> Int {
+        let message = OutboundMessage(bytes: OutboundMessage.event(name, payload), durable: durable)
+        let (partitions, count) = state.withLockedValue { s in
+            (s.directory.partitions(of: user), s.directory.connections(of: user).count)
+        }
+        for p in partitions {
+            let shard = shards[p]
+            if shard.eventLoop.inEventLoop {
+                shard.deliver(user: user, message)
+            } else {
+                shard.eventLoop.execute { shard.deliver(user: user, message) }
+            }
+        }
+        return count
+    }
+
+    // MARK: Typing
+
+    public func typing(_ isTyping: Bool, room: String, user: String, connection: ConnectionID) {
+        let now = clock.monotonicMs()
+        let deadline = state.withLockedValue { s in
+            isTyping ? s.typing.start(room: room, user: user, connection: connection, now: now) : s.typing.stop(room: room, user: user, now: now)
+        }
+        if let deadline { typingTimer.schedule(at: deadline) }
+    }
+
+    /// Timer callback: flushes due typing windows to their rooms; returns the next deadline.
+    private func flushTyping() -> Int64? {
+        let now = clock.monotonicMs()
+        let (changes, next) = state.withLockedValue { s in
+            let changes = s.typing.flush(now: now)
+            return (changes, s.typing.nextDeadline)
+        }
+        let ts = clock.wallMs()
+        for change in changes {
+            let name = change.isTyping ? "typing:start" : "typing:stop"
+            let payload = JSONValue.object([("room", .string(change.room)), ("from", .string(change.user)), ("ts", .int(ts))])
+            let key = OutboundQueue<OutboundMessage>.CoalesceKey(event: "typing", room: change.room, user: change.user)
+            publish(room: change.room, name: name, payload: payload, excludeUser: change.user, coalesceKey: key)
+        }
+        return next
+    }
+
+    // MARK: Live location
+
+    public func startLiveShare(room: String, user: String, connection: ConnectionID, durationSec: Int64) throws(RelayError) {
+        let now = clock.monotonicMs()
+        let expires = try state.withLock { s throws(RelayError) in
+            try s.locations.start(room: room, user: user, connection: connection, durationSec: durationSec, now: now)
+        }
+        locationTimer.schedule(at: expires)
+    }
+
+    public func checkLiveShare(room: String, user: String) throws(RelayError) {
+        let now = clock.monotonicMs()
+        try state.withLock { s throws(RelayError) in try s.locations.checkUpdate(room: room, user: user, now: now) }
+    }
+
+    public func stopLiveShare(room: String, user: String) -> Bool {
+        state.withLockedValue { $0.locations.stop(room: room, user: user) }
+    }
+
+    private func expireLocations() -> Int64? {
+        let now = clock.monotonicMs()
+        let (expired, next) = state.withLockedValue { s in (s.locations.expire(now: now), s.locations.nextDeadline) }
+        let ts = clock.wallMs()
+        for key in expired {
+            let payload = JSONValue.object([("room", .string(key.room)), ("from", .string(key.user)), ("ts", .int(ts)), ("reason", "expired")])
+            publish(room: key.room, name: "location:stop", payload: payload)
+        }
+        return next
+    }
+
+    // MARK: Admin helpers
+
+    /// Where a public `sid` lives, for admin lookups and kicks.
+    public func locate(sid: String) -> (ConnectionID, LoopShard)? {
+        state.withLockedValue { $0.sids[sid] }.map { ($0.0, shards[$0.1]) }
+    }
+
+    public func shutdownTimers() {
+        typingTimer.cancel()
+        locationTimer.cancel()
+    }
+}

@@ -1,0 +1,90 @@
+import NIOCore
+import RelayCore
+
+/// The connections that live on one event loop and their local room and user membership.
+///
+/// Confined to its loop: every method must be called on `eventLoop`. Fan-out reaches a shard
+/// with one hop per event and delivers to all its local recipients from there.
+public final class LoopShard: @unchecked Sendable {
+    public let index: Int
+    public let eventLoop: any EventLoop
+    private var connections: [ConnectionID: any ConnectionSink] = [:]
+    private var rooms: [String: [ConnectionID: any ConnectionSink]] = [:]
+    private var users: [String: [ConnectionID: any ConnectionSink]] = [:]
+    private var userOf: [ConnectionID: String] = [:]
+
+    init(index: Int, eventLoop: any EventLoop) {
+        self.index = index
+        self.eventLoop = eventLoop
+    }
+
+    public var connectionCount: Int {
+        eventLoop.preconditionInEventLoop()
+        return connections.count
+    }
+
+    func add(_ sink: any ConnectionSink, user: String) {
+        eventLoop.preconditionInEventLoop()
+        connections[sink.connectionID] = sink
+        users[user, default: [:]][sink.connectionID] = sink
+        userOf[sink.connectionID] = user
+    }
+
+    func remove(_ id: ConnectionID) {
+        eventLoop.preconditionInEventLoop()
+        connections.removeValue(forKey: id)
+        if let user = userOf.removeValue(forKey: id) {
+            users[user]?.removeValue(forKey: id)
+            if users[user]?.isEmpty == true { users.removeValue(forKey: user) }
+        }
+    }
+
+    func join(room: String, _ sink: any ConnectionSink) {
+        eventLoop.preconditionInEventLoop()
+        rooms[room, default: [:]][sink.connectionID] = sink
+    }
+
+    func leave(room: String, _ id: ConnectionID) {
+        eventLoop.preconditionInEventLoop()
+        rooms[room]?.removeValue(forKey: id)
+        if rooms[room]?.isEmpty == true { rooms.removeValue(forKey: room) }
+    }
+
+    /// Delivers to the local members of `room`, skipping one connection and/or one user.
+    /// Returns how many sockets it wrote to.
+    @discardableResult
+    func deliver(room: String, _ message: OutboundMessage, excludeConnection: ConnectionID?, excludeUser: String?) -> Int {
+        eventLoop.preconditionInEventLoop()
+        guard let members = rooms[room] else { return 0 }
+        var n = 0
+        for (id, sink) in members where id != excludeConnection {
+            if let excludeUser, userOf[id] == excludeUser { continue }
+            sink.enqueue(message)
+            sink.flushOutbound()
+            n += 1
+        }
+        return n
+    }
+
+    @discardableResult
+    func deliver(user: String, _ message: OutboundMessage) -> Int {
+        eventLoop.preconditionInEventLoop()
+        guard let sinks = users[user] else { return 0 }
+        for sink in sinks.values {
+            sink.enqueue(message)
+            sink.flushOutbound()
+        }
+        return sinks.count
+    }
+
+    func sink(_ id: ConnectionID) -> (any ConnectionSink)? {
+        eventLoop.preconditionInEventLoop()
+        return connections[id]
+    }
+
+    /// Every local connection (for shutdown and admin).
+    func allSinks() -> [any ConnectionSink] {
+        eventLoop.preconditionInEventLoop()
+        return Array(connections.values)
+    }
+}

@@ -1,0 +1,26 @@
+import NIOCore
+import RelayCore
+
+/// One encoded server→client message: the Engine.IO text (`42[...]`) in a buffer that is
+/// shared, unchanged, by every recipient.
+public struct OutboundMessage: Sendable {
+    public var bytes: ByteBuffer
+    /// Set for coalescible events (typing, presence, location updates).
+    public var coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey?
+    /// A durable event (receipt forward): never dropped silently.
+    public var durable: Bool
+
+    public init(bytes: ByteBuffer, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false) {
+        self.bytes = bytes
+        self.coalesceKey = coalesceKey
+        self.durable = durable
+    }
+
+    /// Encodes `42["name",payload]` once.
+    public static func event(_ name: String, _ payload: JSONValue, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+        let bytes = SocketPacket.eventMessage(name: name, payload: payload)
+        var buffer = allocator.buffer(capacity: bytes.count)
+        buffer.writeBytes(bytes)
+        return buffer
+    }
+}

@@ -1,0 +1,109 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+import RelayCore
+
+/// The relay's listening server: one TCP listener, HTTP/1.1 for the API and the WebSocket
+/// upgrade, then an `EngineIOHandler` per socket.
+public final class RelayServer: Sendable {
+    public let context: RelayContext
+    public let group: MultiThreadedEventLoopGroup
+    private let ownsGroup: Bool
+    private let channelBox = NIOLockedValueBox<(any Channel)?>(nil)
+
+    /// Creates a server with its own event loops (one per configured thread).
+    public static func make(configuration: RelayConfiguration, logger: Logger, clock: RelayClock = .system) async throws -> RelayServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
+        let loops = Array(group.makeIterator())
+        let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, logger: logger)
+        let verifier = try await TokenVerifier(algorithm: configuration.jwt, leewaySeconds: configuration.jwtLeewaySeconds)
+        let context = RelayContext(configuration: configuration, hub: hub, verifier: verifier, logger: logger)
+        return RelayServer(context: context, group: group, ownsGroup: true)
+    }
+
+    init(context: RelayContext, group: MultiThreadedEventLoopGroup, ownsGroup: Bool) {
+        self.context = context
+        self.group = group
+        self.ownsGroup = ownsGroup
+    }
+
+    /// The bound address once `start` returned.
+    public var localAddress: SocketAddress? { channelBox.withLockedValue { $0?.localAddress } }
+
+    /// Binds and starts accepting.
+    public func start() async throws {
+        let relay = context
+        let configuration = relay.configuration
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 4096)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))
+            .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try Self.configure(channel: channel, relay: relay)
+                }
+            }
+        let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        channelBox.withLockedValue { $0 = channel }
+    }
+
+    static func configure(channel: any Channel, relay: RelayContext) throws {
+        let ip = channel.remoteAddress?.ipAddress ?? "unknown"
+        let admitted = relay.admission.open(ip: ip)
+        channel.closeFuture.whenComplete { _ in relay.admission.close(ip: ip) }
+        let origins = OriginPolicy(allowed: relay.configuration.allowedOrigins)
+        let httpHandler = HTTPHandler(relay: relay, router: HTTPRouter(relay: relay), admitted: admitted)
+        let boundHTTPHandler = NIOLoopBound(httpHandler, eventLoop: channel.eventLoop)
+        let upgrader = NIOWebSocketServerUpgrader(
+            maxFrameSize: relay.configuration.maxPayload,
+            automaticErrorHandling: false,
+            shouldUpgrade: { channel, head in
+                let query = QueryString(uri: head.uri)
+                let path = query.path
+                let originOK = head.headers.first(name: "origin").map(origins.allows) ?? true
+                guard admitted, originOK, path == "/socket.io/" || path == "/socket.io",
+                    query["EIO"] == "4", query["transport"] == "websocket"
+                else {
+                    return channel.eventLoop.makeSucceededFuture(nil)
+                }
+                return channel.eventLoop.makeSucceededFuture(HTTPHeaders())
+            },
+            upgradePipelineHandler: { channel, head in
+                let info = HandshakeInfo(request: head, remoteIP: ip)
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(EngineIOHandler(relay: relay, handshake: info))
+                }
+            })
+        try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+            withPipeliningAssistance: true,
+            withServerUpgrade: (
+                upgraders: [upgrader],
+                completionHandler: { context in
+                    context.pipeline.syncOperations.removeHandler(boundHTTPHandler.value, promise: nil)
+                }
+            ),
+            withErrorHandling: true)
+        try channel.pipeline.syncOperations.addHandler(httpHandler)
+    }
+
+    /// Stops accepting, closes every socket with 1001, and shuts the event loops down.
+    public func shutdown() async throws {
+        if let channel = channelBox.withLockedValue({ $0 }) {
+            try? await channel.close().get()
+        }
+        context.hub.shutdownTimers()
+        for shard in context.hub.shards {
+            try? await shard.eventLoop.submit {
+                for sink in shard.allSinks() { sink.close(code: CloseCode.goingAway, reason: "server shutting down") }
+            }.get()
+        }
+        if ownsGroup {
+            try await group.shutdownGracefully()
+        }
+    }
+}

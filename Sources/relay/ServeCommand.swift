@@ -1,0 +1,102 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RelayCore
+import RelayServer
+import ServiceLifecycle
+
+/// `relay serve` (the default): runs the relay until SIGTERM/SIGINT.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the relay (the default command).")
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on (0 picks a free one).") var port = 8080
+    @Option(name: .customLong("jwt-secret"), help: "HS256 secret for client tokens (at least 32 bytes); env RELAY_JWT_SECRET. Without it: dev mode.")
+    var jwtSecret: String?
+    @Option(name: .customLong("jwt-public-key"), help: "PEM file with an ES256 public key; tokens must then be ES256.")
+    var jwtPublicKey: String?
+    @Option(name: .customLong("api-key"), help: "Bearer key of the backend API; env RELAY_API_KEY.") var apiKey: String?
+    @Option(name: .customLong("admin-key"), help: "Bearer key of the admin API; env RELAY_ADMIN_KEY.") var adminKey: String?
+    @Option(help: "SQLite file for delivery receipts.") var db = "relay.sqlite"
+    @Option(name: .customLong("threads"), help: "Event loop threads (default: cores).") var threads: Int?
+    @Option(name: .customLong("ping-interval"), help: "Engine.IO pingInterval, ms.") var pingInterval = 25_000
+    @Option(name: .customLong("ping-timeout"), help: "Engine.IO pingTimeout, ms.") var pingTimeout = 20_000
+    @Option(name: .customLong("max-payload"), help: "Largest inbound message, bytes (larger: close 1009).") var maxPayload = 1_000_000
+    @Option(name: .customLong("connect-timeout"), help: "Time to send CONNECT after the socket opens, ms.") var connectTimeout = 10_000
+    @Option(name: .customLong("max-event-bytes"), help: "Largest client event, bytes.") var maxEventBytes = 64 * 1024
+    @Option(name: .customLong("events-per-second"), help: "Sustained events per second per connection.") var eventsPerSecond: Double = 50
+    @Option(name: .customLong("event-burst"), help: "Event burst per connection.") var eventBurst: Double = 100
+    @Option(name: .customLong("max-rooms-per-connection")) var maxRoomsPerConnection = 100
+    @Option(name: .customLong("max-members-per-room")) var maxMembersPerRoom = 10_000
+    @Option(name: .customLong("max-connections")) var maxConnections = 100_000
+    @Option(name: .customLong("max-connections-per-user")) var maxConnectionsPerUser = 20
+    @Option(name: .customLong("max-connections-per-ip")) var maxConnectionsPerIP = 1_000
+    @Option(name: .customLong("allowed-origins"), help: "Comma-separated Origins allowed to open sockets ('*' for any). Empty: only clients that send no Origin.")
+    var allowedOrigins = ""
+    @Flag(name: .customLong("disable-custom-events"), help: "Refuse custom entity:action events.") var disableCustomEvents = false
+    @Option(name: .customLong("log-level")) var logLevel = "info"
+
+    func run() async throws {
+        let env = ProcessInfo.processInfo.environment
+        var logger = Logger(label: "relay")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+
+        let secret = jwtSecret ?? env["RELAY_JWT_SECRET"]
+        let devMode = secret == nil && jwtPublicKey == nil
+        let jwt: RelayConfiguration.JWTAlgorithm
+        let effectiveSecret = secret ?? TokenIssuer.randomSecret()
+        if let path = jwtPublicKey {
+            jwt = .es256(publicKeyPEM: try String(contentsOfFile: path, encoding: .utf8))
+        } else {
+            do { try TokenIssuer.validateSecret(effectiveSecret) } catch { throw ValidationError(error.description) }
+            jwt = .hs256(secret: effectiveSecret)
+        }
+        let api = apiKey ?? env["RELAY_API_KEY"] ?? (devMode ? TokenIssuer.randomSecret(bytes: 16) : nil)
+        let admin = adminKey ?? env["RELAY_ADMIN_KEY"] ?? (devMode ? TokenIssuer.randomSecret(bytes: 16) : nil)
+        guard let api, let admin else { throw ValidationError("--api-key and --admin-key (or RELAY_API_KEY / RELAY_ADMIN_KEY) are required outside dev mode") }
+        guard api.utf8.count >= 16, admin.utf8.count >= 16 else { throw ValidationError("API and admin keys must be at least 16 characters") }
+
+        var config = RelayConfiguration(jwt: jwt, apiKey: api, adminKey: admin)
+        config.host = host
+        config.port = port
+        config.databasePath = db
+        if let threads { config.eventLoopThreads = max(1, threads) }
+        config.pingIntervalMs = pingInterval
+        config.pingTimeoutMs = pingTimeout
+        config.maxPayload = maxPayload
+        config.connectTimeoutMs = connectTimeout
+        config.maxEventBytes = maxEventBytes
+        config.eventsPerSecond = .init(perSecond: eventsPerSecond, burst: eventBurst)
+        config.maxRoomsPerConnection = maxRoomsPerConnection
+        config.maxMembersPerRoom = maxMembersPerRoom
+        config.maxConnections = maxConnections
+        config.maxConnectionsPerUser = maxConnectionsPerUser
+        config.maxConnectionsPerIP = maxConnectionsPerIP
+        config.allowedOrigins = allowedOrigins.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        config.customEventsEnabled = !disableCustomEvents
+
+        if devMode {
+            let token = try await TokenIssuer.sign(secret: effectiveSecret, subject: "dev-user", rooms: ["*"], ttlSeconds: 86_400)
+            print("""
+                ==================== DEV MODE — NOT FOR PRODUCTION ====================
+                No --jwt-secret given: generated throwaway credentials for this run only.
+                  JWT secret (HS256): \(effectiveSecret)
+                  API key:            \(api)
+                  Admin key:          \(admin)
+                  Sample token (sub=dev-user, rooms=*, 24 h):
+                  \(token)
+                =======================================================================
+                """)
+        }
+
+        let server = try await RelayServer.make(configuration: config, logger: logger)
+        let startupLogger = logger
+        let service = RelayService(server: server) { server in
+            let address = server.localAddress
+            startupLogger.info("relay listening on \(address?.ipAddress ?? "?"):\(address?.port ?? 0)")
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}

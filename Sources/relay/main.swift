@@ -1,3 +1,0 @@
-import RelayServer
-import ArgumentParser
-print(RelayServerVersion.string)

@@ -1,0 +1,96 @@
+import XCTest
+@testable import RelayCore
+
+final class JSONValueTests: XCTestCase {
+    func testLiterals() {
+        XCTAssertEqual("s" as JSONValue, .string("s"))
+        XCTAssertEqual(3 as JSONValue, .int(3))
+        XCTAssertEqual(2.5 as JSONValue, .double(2.5))
+        XCTAssertEqual(true as JSONValue, .bool(true))
+        XCTAssertEqual(nil as JSONValue, .null)
+        XCTAssertEqual([1, "a"] as JSONValue, .array([.int(1), .string("a")]))
+        XCTAssertEqual(["k": 1] as JSONValue, .object([("k", .int(1))]))
+    }
+
+    func testIntAndDoubleCompareNumerically() {
+        XCTAssertEqual(JSONValue.int(2), .double(2.0))
+        XCTAssertEqual(JSONValue.double(2.0), .int(2))
+        XCTAssertNotEqual(JSONValue.int(2), .double(2.5))
+        XCTAssertNotEqual(JSONValue.int(1), .bool(true))
+        XCTAssertNotEqual(JSONValue.string("1"), .int(1))
+        XCTAssertNotEqual(JSONValue.null, .bool(false))
+    }
+
+    func testObjectEqualityIgnoresOrderButNotContent() {
+        let a: JSONValue = .object([("x", 1), ("y", 2)])
+        XCTAssertEqual(a, .object([("y", 2), ("x", 1)]))
+        XCTAssertNotEqual(a, .object([("x", 1), ("y", 3)]))
+        XCTAssertNotEqual(a, .object([("x", 1)]))
+        XCTAssertNotEqual(a, .object([("x", 1), ("z", 2)]))
+        XCTAssertNotEqual(a, .array([1, 2]))
+    }
+
+    func testArrayEqualityIsOrdered() {
+        XCTAssertEqual([1, 2] as JSONValue, [1, 2] as JSONValue)
+        XCTAssertNotEqual([1, 2] as JSONValue, [2, 1] as JSONValue)
+        XCTAssertNotEqual([1] as JSONValue, [1, 1] as JSONValue)
+    }
+
+    func testEqualityIsSymmetricWithDuplicateKeys() {
+        // The parser accepts duplicate keys, so == must stay symmetric for them.
+        let a: JSONValue = .object([("a", 1), ("a", 1)])
+        let b: JSONValue = .object([("a", 1), ("a", 2)])
+        XCTAssertEqual(a == b, b == a)
+        XCTAssertNotEqual(a, b)
+        XCTAssertNotEqual(b, a)
+        XCTAssertEqual(b, .object([("a", 1), ("a", 2)]))
+    }
+
+    func testSubscript() {
+        let v: JSONValue = .object([("a", 1), ("b", "x"), ("a", 2)])
+        XCTAssertEqual(v["a"], .int(1), "first match wins")
+        XCTAssertEqual(v["b"], .string("x"))
+        XCTAssertNil(v["missing"])
+        XCTAssertNil(JSONValue.array([1])["a"])
+        XCTAssertNil(JSONValue.string("a")["a"])
+    }
+
+    func testAccessors() {
+        XCTAssertEqual(JSONValue.string("s").stringValue, "s")
+        XCTAssertNil(JSONValue.int(1).stringValue)
+        XCTAssertEqual(JSONValue.int(3).doubleValue, 3)
+        XCTAssertEqual(JSONValue.double(3.5).doubleValue, 3.5)
+        XCTAssertNil(JSONValue.string("3").doubleValue)
+        XCTAssertEqual(JSONValue.bool(true).boolValue, true)
+        XCTAssertNil(JSONValue.int(1).boolValue)
+        XCTAssertTrue(JSONValue.object([]).isObject)
+        XCTAssertFalse(JSONValue.array([]).isObject)
+        XCTAssertFalse(JSONValue.null.isObject)
+    }
+
+    func testIntValue() {
+        XCTAssertEqual(JSONValue.int(-7).intValue, -7)
+        XCTAssertEqual(JSONValue.double(60.0).intValue, 60)
+        XCTAssertEqual(JSONValue.double(-0.0).intValue, 0)
+        XCTAssertNil(JSONValue.double(60.5).intValue)
+        XCTAssertNil(JSONValue.double(1e16).intValue, "too large to be exact")
+        XCTAssertNil(JSONValue.double(.nan).intValue)
+        XCTAssertNil(JSONValue.double(.infinity).intValue)
+        XCTAssertNil(JSONValue.string("1").intValue)
+        XCTAssertNil(JSONValue.bool(true).intValue)
+    }
+
+    func testSettingReplacesAndAppends() {
+        let v: JSONValue = .object([("from", "forged"), ("a", 1), ("ts", 0)])
+        let stamped = v.setting("from", to: "alice")
+        guard case .object(let pairs) = stamped else { return XCTFail("expected an object") }
+        XCTAssertEqual(pairs.map(\.0), ["a", "ts", "from"])
+        XCTAssertEqual(stamped["from"], .string("alice"))
+        // Every duplicate of the key is removed.
+        let dup: JSONValue = .object([("k", 1), ("k", 2)])
+        XCTAssertEqual(JSONWriter.string(dup.setting("k", to: 3)), #"{"k":3}"#)
+        // Non-objects are returned unchanged.
+        XCTAssertEqual(JSONValue.array([1]).setting("k", to: 1), .array([1]))
+        XCTAssertEqual(JSONValue.null.setting("k", to: 1), .null)
+    }
+}

@@ -1,3 +1,0 @@
-import XCTest
-@testable import RelayCore
-final class SmokeTests: XCTestCase { func testVersion() { XCTAssertFalse(RelayCoreVersion.string.isEmpty) } }
