@@ -34,9 +34,13 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("allowed-origins"), help: "Comma-separated Origins allowed to open sockets ('*' for any). Empty: only clients that send no Origin.")
     var allowedOrigins = ""
     @Flag(name: .customLong("disable-custom-events"), help: "Refuse custom entity:action events.") var disableCustomEvents = false
+    @Option(name: .customLong("typing-window-ms"), help: "Typing coalescing window, ms.") var typingWindowMs: Int64 = 100
+    @Option(name: .customLong("typing-expiry-ms"), help: "A typing:start not refreshed for this long expires, ms.") var typingExpiryMs: Int64 = 5_000
+    @Option(name: .customLong("handshake-timeout"), help: "Time to complete an HTTP request or upgrade, ms.") var handshakeTimeout = 10_000
     @Option(name: .customLong("log-level")) var logLevel = "info"
 
     func run() async throws {
+        setvbuf(stdout, nil, _IOLBF, 0)
         let env = ProcessInfo.processInfo.environment
         var logger = Logger(label: "relay")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -74,6 +78,9 @@ struct ServeCommand: AsyncParsableCommand {
         config.maxConnectionsPerIP = maxConnectionsPerIP
         config.allowedOrigins = allowedOrigins.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         config.customEventsEnabled = !disableCustomEvents
+        config.typingWindowMs = typingWindowMs
+        config.typingExpiryMs = typingExpiryMs
+        config.handshakeTimeoutMs = handshakeTimeout
 
         if devMode {
             let token = try await TokenIssuer.sign(secret: effectiveSecret, subject: "dev-user", rooms: ["*"], ttlSeconds: 86_400)

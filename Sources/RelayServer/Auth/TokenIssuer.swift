@@ -23,6 +23,8 @@ public enum TokenIssuer {
         now: Date = Date()
     ) async throws -> String {
         try validateSecret(secret)
+        // Whole seconds: some JWT libraries reject fractional NumericDates.
+        let now = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
         let claims = RelayClaims(

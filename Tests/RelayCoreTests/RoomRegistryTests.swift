@@ -1,0 +1,297 @@
+import XCTest
+@testable import RelayCore
+
+final class RoomRegistryTests: XCTestCase {
+    private func c(_ n: UInt64) -> ConnectionID { ConnectionID(n) }
+
+    @discardableResult
+    private func join(
+        _ reg: inout RoomRegistry, _ room: String, _ conn: UInt64, _ user: String, partition: Int = 0,
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> RoomRegistry.JoinResult? {
+        do { return try reg.join(room: room, connection: c(conn), user: user, partition: partition) } catch {
+            XCTFail("unexpected \(error)", file: file, line: line)
+            return nil
+        }
+    }
+
+    private func assertJoinError(
+        _ reg: inout RoomRegistry, _ room: String, _ conn: UInt64, _ user: String, _ expected: RoomRegistry.JoinError,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        do {
+            let r = try reg.join(room: room, connection: c(conn), user: user, partition: 0)
+            XCTFail("expected \(expected), got \(r)", file: file, line: line)
+        } catch {
+            XCTAssertEqual(error, expected, file: file, line: line)
+        }
+    }
+
+    func testDefaults() {
+        let reg = RoomRegistry()
+        XCTAssertEqual(reg.maxRoomsPerConnection, 100)
+        XCTAssertEqual(reg.maxMembersPerRoom, 10_000)
+        XCTAssertEqual(reg.roomCount, 0)
+        XCTAssertEqual(reg.presence(room: "r"), [])
+        XCTAssertEqual(reg.memberCount(room: "r"), 0)
+        XCTAssertEqual(reg.partitions(room: "r"), [])
+        XCTAssertEqual(reg.rooms(of: c(1)), [])
+    }
+
+    func testJoinAndLeave() {
+        var reg = RoomRegistry()
+        let result = join(&reg, "r", 1, "alice")
+        XCTAssertEqual(result, RoomRegistry.JoinResult(alreadyMember: false, userBecamePresent: true))
+        XCTAssertTrue(reg.isMember(room: "r", connection: c(1)))
+        XCTAssertFalse(reg.isMember(room: "r", connection: c(2)))
+        XCTAssertFalse(reg.isMember(room: "other", connection: c(1)))
+        XCTAssertTrue(reg.isUserPresent(room: "r", user: "alice"))
+        XCTAssertEqual(reg.memberCount(room: "r"), 1)
+        XCTAssertEqual(reg.roomCount, 1)
+        XCTAssertEqual(reg.rooms(of: c(1)), ["r"])
+
+        XCTAssertEqual(reg.leave(room: "r", connection: c(1)), RoomRegistry.LeaveResult(room: "r", user: "alice", userLeftPresence: true))
+        XCTAssertFalse(reg.isMember(room: "r", connection: c(1)))
+        XCTAssertFalse(reg.isUserPresent(room: "r", user: "alice"))
+        XCTAssertEqual(reg.roomCount, 0, "an empty room is removed")
+        XCTAssertEqual(reg.rooms(of: c(1)), [])
+    }
+
+    func testJoinTwiceIsIdempotent() {
+        var reg = RoomRegistry()
+        join(&reg, "r", 1, "alice")
+        XCTAssertEqual(join(&reg, "r", 1, "alice"), RoomRegistry.JoinResult(alreadyMember: true, userBecamePresent: false))
+        XCTAssertEqual(reg.memberCount(room: "r"), 1)
+        XCTAssertEqual(reg.presence(room: "r"), [PresenceEntry(user: "alice", devices: 1)])
+        // One leave is enough.
+        XCTAssertNotNil(reg.leave(room: "r", connection: c(1)))
+        XCTAssertEqual(reg.roomCount, 0)
+    }
+
+    func testLeaveWhenNotAMember() {
+        var reg = RoomRegistry()
+        XCTAssertNil(reg.leave(room: "r", connection: c(1)))
+        join(&reg, "r", 1, "alice")
+        XCTAssertNil(reg.leave(room: "r", connection: c(2)))
+        XCTAssertNil(reg.leave(room: "other", connection: c(1)))
+        XCTAssertEqual(reg.memberCount(room: "r"), 1)
+        XCTAssertNotNil(reg.leave(room: "r", connection: c(1)))
+        XCTAssertNil(reg.leave(room: "r", connection: c(1)), "second leave")
+    }
+
+    // MARK: - Multi-device presence
+
+    func testUserLeavesPresenceOnlyWhenTheLastDeviceLeaves() {
+        var reg = RoomRegistry()
+        XCTAssertEqual(join(&reg, "r", 1, "alice")?.userBecamePresent, true)
+        XCTAssertEqual(join(&reg, "r", 2, "alice")?.userBecamePresent, false)
+        XCTAssertEqual(join(&reg, "r", 3, "alice")?.userBecamePresent, false)
+        XCTAssertEqual(join(&reg, "r", 4, "bob")?.userBecamePresent, true)
+        XCTAssertEqual(reg.presence(room: "r"), [PresenceEntry(user: "alice", devices: 3), PresenceEntry(user: "bob", devices: 1)])
+        XCTAssertEqual(reg.memberCount(room: "r"), 4)
+
+        XCTAssertEqual(reg.leave(room: "r", connection: c(2))?.userLeftPresence, false)
+        XCTAssertTrue(reg.isUserPresent(room: "r", user: "alice"))
+        XCTAssertEqual(reg.presence(room: "r").first, PresenceEntry(user: "alice", devices: 2))
+        XCTAssertEqual(reg.leave(room: "r", connection: c(1))?.userLeftPresence, false)
+        XCTAssertEqual(reg.leave(room: "r", connection: c(3)), RoomRegistry.LeaveResult(room: "r", user: "alice", userLeftPresence: true))
+        XCTAssertFalse(reg.isUserPresent(room: "r", user: "alice"))
+        XCTAssertEqual(reg.presence(room: "r"), [PresenceEntry(user: "bob", devices: 1)])
+
+        // Rejoining makes alice present again.
+        XCTAssertEqual(join(&reg, "r", 2, "alice")?.userBecamePresent, true)
+    }
+
+    func testPresenceIsSortedByUser() {
+        var reg = RoomRegistry()
+        for (i, u) in ["zoe", "adam", "mia", "bob"].enumerated() { join(&reg, "r", UInt64(i), u) }
+        XCTAssertEqual(reg.presence(room: "r").map(\.user), ["adam", "bob", "mia", "zoe"])
+    }
+
+    func testPresenceIsPerRoom() {
+        var reg = RoomRegistry()
+        join(&reg, "r1", 1, "alice")
+        join(&reg, "r2", 2, "alice")
+        XCTAssertEqual(reg.leave(room: "r1", connection: c(1))?.userLeftPresence, true, "alice's device in r2 does not count for r1")
+        XCTAssertTrue(reg.isUserPresent(room: "r2", user: "alice"))
+    }
+
+    func testPresenceEntryJSON() {
+        XCTAssertEqual(JSONWriter.string(PresenceEntry(user: "alice", devices: 2).json), #"{"user":"alice","devices":2}"#)
+    }
+
+    // MARK: - Limits
+
+    func testTooManyRooms() {
+        var reg = RoomRegistry(maxRoomsPerConnection: 3, maxMembersPerRoom: 100)
+        for room in ["a", "b", "c"] { join(&reg, room, 1, "alice") }
+        assertJoinError(&reg, "d", 1, "alice", .tooManyRooms(limit: 3))
+        XCTAssertFalse(reg.isMember(room: "d", connection: c(1)))
+        XCTAssertEqual(reg.roomCount, 3)
+        // Rejoining a room it is already in is not a new room.
+        XCTAssertEqual(join(&reg, "a", 1, "alice")?.alreadyMember, true)
+        // Other connections have their own budget.
+        join(&reg, "d", 2, "alice")
+        // Leaving frees a slot.
+        reg.leave(room: "a", connection: c(1))
+        XCTAssertEqual(join(&reg, "d", 1, "alice")?.alreadyMember, false)
+    }
+
+    func testRoomFull() {
+        var reg = RoomRegistry(maxRoomsPerConnection: 10, maxMembersPerRoom: 2)
+        join(&reg, "r", 1, "alice")
+        join(&reg, "r", 2, "alice")
+        assertJoinError(&reg, "r", 3, "bob", .roomFull(limit: 2))
+        XCTAssertFalse(reg.isUserPresent(room: "r", user: "bob"))
+        XCTAssertEqual(reg.rooms(of: c(3)), [])
+        XCTAssertEqual(reg.memberCount(room: "r"), 2)
+        // A member rejoining is not refused.
+        XCTAssertEqual(join(&reg, "r", 1, "alice")?.alreadyMember, true)
+        reg.leave(room: "r", connection: c(2))
+        XCTAssertEqual(join(&reg, "r", 3, "bob")?.userBecamePresent, true)
+    }
+
+    func testTooManyRoomsIsCheckedBeforeRoomFull() {
+        var reg = RoomRegistry(maxRoomsPerConnection: 1, maxMembersPerRoom: 1)
+        join(&reg, "a", 1, "alice")
+        join(&reg, "b", 2, "bob")
+        assertJoinError(&reg, "b", 1, "alice", .tooManyRooms(limit: 1))
+    }
+
+    // MARK: - leaveAll
+
+    func testLeaveAllReportsEveryRoomInNameOrder() {
+        var reg = RoomRegistry()
+        for room in ["zeta", "alpha", "mid"] { join(&reg, room, 1, "alice") }
+        join(&reg, "mid", 2, "alice")
+        join(&reg, "alpha", 3, "bob")
+        let results = reg.leaveAll(connection: c(1))
+        XCTAssertEqual(results, [
+            RoomRegistry.LeaveResult(room: "alpha", user: "alice", userLeftPresence: true),
+            RoomRegistry.LeaveResult(room: "mid", user: "alice", userLeftPresence: false),
+            RoomRegistry.LeaveResult(room: "zeta", user: "alice", userLeftPresence: true),
+        ])
+        XCTAssertEqual(reg.rooms(of: c(1)), [])
+        XCTAssertEqual(reg.roomCount, 2, "zeta emptied and removed")
+        XCTAssertEqual(reg.presence(room: "alpha"), [PresenceEntry(user: "bob", devices: 1)])
+        XCTAssertEqual(reg.presence(room: "mid"), [PresenceEntry(user: "alice", devices: 1)])
+        XCTAssertEqual(reg.leaveAll(connection: c(1)), [])
+        XCTAssertEqual(reg.leaveAll(connection: c(99)), [])
+    }
+
+    // MARK: - Partitions
+
+    func testPartitionsTrackMembers() {
+        var reg = RoomRegistry()
+        join(&reg, "r", 1, "alice", partition: 2)
+        join(&reg, "r", 2, "bob", partition: 0)
+        join(&reg, "r", 3, "carol", partition: 2)
+        join(&reg, "other", 4, "dave", partition: 1)
+        XCTAssertEqual(reg.partitions(room: "r"), [0, 2])
+        XCTAssertEqual(reg.partitions(room: "other"), [1])
+        reg.leave(room: "r", connection: c(1))
+        XCTAssertEqual(reg.partitions(room: "r"), [0, 2], "carol still lives on partition 2")
+        reg.leave(room: "r", connection: c(3))
+        XCTAssertEqual(reg.partitions(room: "r"), [0])
+        reg.leave(room: "r", connection: c(2))
+        XCTAssertEqual(reg.partitions(room: "r"), [])
+    }
+
+    func testRejoinDoesNotDoubleCountPartition() {
+        var reg = RoomRegistry()
+        join(&reg, "r", 1, "alice", partition: 3)
+        join(&reg, "r", 1, "alice", partition: 3)
+        reg.leave(room: "r", connection: c(1))
+        XCTAssertEqual(reg.partitions(room: "r"), [])
+        join(&reg, "r", 2, "bob", partition: 1)
+        XCTAssertEqual(reg.partitions(room: "r"), [1])
+    }
+
+    // MARK: - Busiest rooms
+
+    func testBusiestRoomsOrdering() {
+        var reg = RoomRegistry()
+        var next: UInt64 = 0
+        for (room, members) in [("small", 1), ("big", 5), ("b-tie", 3), ("a-tie", 3), ("mid", 2)] {
+            for _ in 0..<members {
+                next += 1
+                join(&reg, room, next, "u\(next)")
+            }
+        }
+        let all = reg.busiestRooms(limit: 10)
+        XCTAssertEqual(all.map(\.room), ["big", "a-tie", "b-tie", "mid", "small"])
+        XCTAssertEqual(all.map(\.members), [5, 3, 3, 2, 1])
+        let top2 = reg.busiestRooms(limit: 2)
+        XCTAssertEqual(top2.map(\.room), ["big", "a-tie"])
+        XCTAssertEqual(reg.busiestRooms(limit: 0).count, 0)
+        XCTAssertEqual(RoomRegistry().busiestRooms(limit: 5).count, 0)
+    }
+
+    func testBusiestRoomsCountsConnectionsNotUsers() {
+        var reg = RoomRegistry()
+        join(&reg, "multi", 1, "alice")
+        join(&reg, "multi", 2, "alice")
+        join(&reg, "single", 3, "bob")
+        let top = reg.busiestRooms(limit: 1)
+        XCTAssertEqual(top.first?.room, "multi")
+        XCTAssertEqual(top.first?.members, 2)
+    }
+
+    func testRandomisedInvariants() {
+        var rng = SplitMix64(seed: 7)
+        var reg = RoomRegistry(maxRoomsPerConnection: 4, maxMembersPerRoom: 6)
+        // Model: connection -> (user, partition, rooms)
+        var owner: [UInt64: (user: String, partition: Int)] = [:]
+        var membership: [String: Set<UInt64>] = [:]
+        for _ in 0..<5_000 {
+            let conn = UInt64.random(in: 1...12, using: &rng)
+            let info = owner[conn] ?? (user: "u\(conn % 5)", partition: Int(conn % 3))
+            owner[conn] = info
+            let room = "r\(Int.random(in: 0..<6, using: &rng))"
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0..<6:
+                let inRoom = membership[room]?.contains(conn) ?? false
+                let roomsOfConn = membership.filter { $0.value.contains(conn) }.count
+                do {
+                    let r = try reg.join(room: room, connection: c(conn), user: info.user, partition: info.partition)
+                    XCTAssertEqual(r.alreadyMember, inRoom)
+                    if !inRoom {
+                        let otherDevices = (membership[room] ?? []).contains { owner[$0]!.user == info.user }
+                        XCTAssertEqual(r.userBecamePresent, !otherDevices)
+                        membership[room, default: []].insert(conn)
+                    }
+                } catch {
+                    XCTAssertFalse(inRoom)
+                    switch error {
+                    case .tooManyRooms: XCTAssertEqual(roomsOfConn, 4)
+                    case .roomFull: XCTAssertEqual(membership[room]?.count, 6)
+                    }
+                }
+            case 6..<9:
+                let result = reg.leave(room: room, connection: c(conn))
+                if membership[room]?.remove(conn) != nil {
+                    let stillThere = (membership[room] ?? []).contains { owner[$0]!.user == info.user }
+                    XCTAssertEqual(result, RoomRegistry.LeaveResult(room: room, user: info.user, userLeftPresence: !stillThere))
+                } else {
+                    XCTAssertNil(result)
+                }
+            default:
+                let results = reg.leaveAll(connection: c(conn))
+                let rooms = membership.filter { $0.value.contains(conn) }.map(\.key).sorted()
+                XCTAssertEqual(results.map(\.room), rooms)
+                for r in rooms { membership[r]!.remove(conn) }
+            }
+            membership = membership.filter { !$0.value.isEmpty }
+            // Invariants against the model.
+            XCTAssertEqual(reg.roomCount, membership.count)
+            for (r, conns) in membership {
+                XCTAssertEqual(reg.memberCount(room: r), conns.count)
+                var devices: [String: Int] = [:]
+                for m in conns { devices[owner[m]!.user, default: 0] += 1 }
+                XCTAssertEqual(reg.presence(room: r), devices.map { PresenceEntry(user: $0.key, devices: $0.value) }.sorted { $0.user < $1.user })
+                XCTAssertEqual(reg.partitions(room: r), Set(conns.map { owner[$0]!.partition }).sorted())
+            }
+            XCTAssertEqual(reg.rooms(of: c(conn)), Set(membership.filter { $0.value.contains(conn) }.map(\.key)))
+        }
+    }
+}
