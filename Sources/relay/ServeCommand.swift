@@ -1,5 +1,8 @@
 import ArgumentParser
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import RelayCore
 import RelayServer
@@ -40,7 +43,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level")) var logLevel = "info"
 
     func run() async throws {
-        setvbuf(stdout, nil, _IOLBF, 0)
+        nonisolated(unsafe) let out = Glibc.stdout
+        setvbuf(out, nil, _IOLBF, 0)
         let env = ProcessInfo.processInfo.environment
         var logger = Logger(label: "relay")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
