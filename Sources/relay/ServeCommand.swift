@@ -1,8 +1,5 @@
 import ArgumentParser
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
 import RelayCore
 import RelayServer
@@ -43,8 +40,6 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level")) var logLevel = "info"
 
     func run() async throws {
-        nonisolated(unsafe) let out = Glibc.stdout
-        setvbuf(out, nil, _IOLBF, 0)
         let env = ProcessInfo.processInfo.environment
         var logger = Logger(label: "relay")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -88,7 +83,8 @@ struct ServeCommand: AsyncParsableCommand {
 
         if devMode {
             let token = try await TokenIssuer.sign(secret: effectiveSecret, subject: "dev-user", rooms: ["*"], ttlSeconds: 86_400)
-            print("""
+            // Unbuffered, so the banner shows up even when stdout is a file or a pipe.
+            FileHandle.standardOutput.write(Data("""
                 ==================== DEV MODE — NOT FOR PRODUCTION ====================
                 No --jwt-secret given: generated throwaway credentials for this run only.
                   JWT secret (HS256): \(effectiveSecret)
@@ -97,7 +93,8 @@ struct ServeCommand: AsyncParsableCommand {
                   Sample token (sub=dev-user, rooms=*, 24 h):
                   \(token)
                 =======================================================================
-                """)
+
+                """.utf8))
         }
 
         let server = try await RelayServer.make(configuration: config, logger: logger)
