@@ -24,11 +24,23 @@ let package = Package(
             name: "RelayCore",
             dependencies: []
         ),
+        // Durable delivery receipts: SQLite through GRDB, group commit on its own thread.
+        .target(
+            name: "RelayStore",
+            dependencies: [
+                "RelayCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // SwiftNIO server: HTTP, WebSocket, Engine.IO sessions, fan-out, HTTP API.
         .target(
             name: "RelayServer",
             dependencies: [
                 "RelayCore",
+                "RelayStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -37,7 +49,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -53,10 +64,21 @@ let package = Package(
         ),
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"]),
         .testTarget(
+            name: "RelayStoreTests",
+            dependencies: [
+                "RelayStore",
+                "RelayCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .testTarget(
             name: "RelayServerTests",
             dependencies: [
                 "RelayServer",
                 "RelayCore",
+                "RelayStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOWebSocket
 import RelayCore
+import RelayStore
 
 /// The relay's listening server: one TCP listener, HTTP/1.1 for the API and the WebSocket
 /// upgrade, then an `EngineIOHandler` per socket.
@@ -12,6 +13,7 @@ public final class RelayServer: Sendable {
     public let context: RelayContext
     public let group: MultiThreadedEventLoopGroup
     private let ownsGroup: Bool
+    private let store: SQLiteReceiptStore?
     private let channelBox = NIOLockedValueBox<(any Channel)?>(nil)
 
     /// Creates a server with its own event loops (one per configured thread).
@@ -20,12 +22,17 @@ public final class RelayServer: Sendable {
         let loops = Array(group.makeIterator())
         let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, logger: logger)
         let verifier = try await TokenVerifier(algorithm: configuration.jwt, leewaySeconds: configuration.jwtLeewaySeconds)
-        let context = RelayContext(configuration: configuration, hub: hub, verifier: verifier, logger: logger)
-        return RelayServer(context: context, group: group, ownsGroup: true)
+        var options = SQLiteReceiptStore.Options()
+        options.retentionDays = configuration.receiptsRetentionDays
+        options.maxBatch = configuration.receiptsMaxBatch
+        let store = try SQLiteReceiptStore(path: configuration.databasePath, options: options, logger: logger)
+        let context = RelayContext(configuration: configuration, hub: hub, verifier: verifier, receipts: store, logger: logger)
+        return RelayServer(context: context, group: group, ownsGroup: true, store: store)
     }
 
-    init(context: RelayContext, group: MultiThreadedEventLoopGroup, ownsGroup: Bool) {
+    init(context: RelayContext, group: MultiThreadedEventLoopGroup, ownsGroup: Bool, store: SQLiteReceiptStore?) {
         self.context = context
+        self.store = store
         self.group = group
         self.ownsGroup = ownsGroup
     }
@@ -102,6 +109,8 @@ public final class RelayServer: Sendable {
                 for sink in shard.allSinks() { sink.close(code: CloseCode.goingAway, reason: "server shutting down") }
             }.get()
         }
+        // Receipts queued before the sockets closed are committed before we exit.
+        await store?.close()
         if ownsGroup {
             try await group.shutdownGracefully()
         }

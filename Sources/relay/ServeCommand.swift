@@ -37,6 +37,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("typing-window-ms"), help: "Typing coalescing window, ms.") var typingWindowMs: Int64 = 100
     @Option(name: .customLong("typing-expiry-ms"), help: "A typing:start not refreshed for this long expires, ms.") var typingExpiryMs: Int64 = 5_000
     @Option(name: .customLong("handshake-timeout"), help: "Time to complete an HTTP request or upgrade, ms.") var handshakeTimeout = 10_000
+    @Option(name: .customLong("receipts-retention-days"), help: "Delete receipts older than this many days (0 keeps them forever).") var receiptsRetentionDays = 30
     @Option(name: .customLong("log-level")) var logLevel = "info"
 
     func run() async throws {
@@ -63,6 +64,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.host = host
         config.port = port
         config.databasePath = db
+        config.receiptsRetentionDays = receiptsRetentionDays > 0 ? receiptsRetentionDays : nil
         if let threads { config.eventLoopThreads = max(1, threads) }
         config.pingIntervalMs = pingInterval
         config.pingTimeoutMs = pingTimeout

@@ -43,7 +43,26 @@ final class JSONValueTests: XCTestCase {
         XCTAssertEqual(a == b, b == a)
         XCTAssertNotEqual(a, b)
         XCTAssertNotEqual(b, a)
-        XCTAssertEqual(b, .object([("a", 1), ("a", 2)]))
+        XCTAssertEqual(b, .object([("a", 1), ("a", 2)]), "reflexive")
+        // Distinct keys may come in any order; a repeated key's values are compared in order.
+        XCTAssertEqual(JSONValue.object([("a", 1), ("x", 0), ("a", 2)]), .object([("x", 0), ("a", 1), ("a", 2)]))
+        XCTAssertNotEqual(JSONValue.object([("a", 1), ("a", 2)]), .object([("a", 2), ("a", 1)]))
+        XCTAssertNotEqual(JSONValue.object([("a", 1), ("a", 1)]), .object([("a", 1), ("b", 1)]))
+        XCTAssertNotEqual(JSONValue.object([("a", 1), ("b", 1)]), .object([("a", 1), ("a", 1)]))
+    }
+
+    func testEqualityAxiomsOnParsedValues() throws {
+        let texts = [
+            #"{"a":1,"a":2}"#, #"{"a":2,"a":1}"#, #"{"a":1,"b":2}"#, #"{"b":2,"a":1}"#, #"{"a":1,"a":1}"#,
+            #"{"a":1.0,"b":2}"#, #"{"a":[1,{"c":null}]}"#, #"{"a":[1,{"c":false}]}"#, "{}", "[]", "1", "1.5", "null",
+        ]
+        let values = try texts.map { try JSONParser.parse($0) }
+        for x in values {
+            XCTAssertEqual(x, x, "reflexive: \(x)")
+            for y in values {
+                XCTAssertEqual(x == y, y == x, "symmetric: \(x) vs \(y)")
+            }
+        }
     }
 
     func testSubscript() {

@@ -34,9 +34,13 @@ final class JSONWriterTests: XCTestCase {
         XCTAssertEqual(JSONWriter.string(.double(-3.0)), "-3")
         XCTAssertEqual(JSONWriter.string(.double(-0.0)), "0")
         XCTAssertEqual(JSONWriter.string(.double(123_456_789_012_345)), "123456789012345")
-        // Large values use an exponent that JSON accepts.
-        XCTAssertEqual(JSONWriter.string(.double(1e15)), "1e+15")
+        // From 1e15 up, Swift's own spelling is used; every form is valid JSON.
+        XCTAssertEqual(JSONWriter.string(.double(1e15)), "1000000000000000.0")
         XCTAssertEqual(JSONWriter.string(.double(1e20)), "1e+20")
+        XCTAssertEqual(JSONWriter.string(.double(1e-7)), "1e-07")
+        for d in [1e15, 1e16, 1e20, -1e300, 1e-7, 123.456e-10] {
+            XCTAssertEqual(try JSONParser.parse(JSONWriter.string(.double(d))).doubleValue, d)
+        }
     }
 
     func testNonFiniteDoublesBecomeNull() {

@@ -133,7 +133,7 @@ final class RoomRegistryTests: XCTestCase {
         // Other connections have their own budget.
         join(&reg, "d", 2, "alice")
         // Leaving frees a slot.
-        reg.leave(room: "a", connection: c(1))
+        _ = reg.leave(room: "a", connection: c(1))
         XCTAssertEqual(join(&reg, "d", 1, "alice")?.alreadyMember, false)
     }
 
@@ -147,7 +147,7 @@ final class RoomRegistryTests: XCTestCase {
         XCTAssertEqual(reg.memberCount(room: "r"), 2)
         // A member rejoining is not refused.
         XCTAssertEqual(join(&reg, "r", 1, "alice")?.alreadyMember, true)
-        reg.leave(room: "r", connection: c(2))
+        _ = reg.leave(room: "r", connection: c(2))
         XCTAssertEqual(join(&reg, "r", 3, "bob")?.userBecamePresent, true)
     }
 
@@ -189,11 +189,11 @@ final class RoomRegistryTests: XCTestCase {
         join(&reg, "other", 4, "dave", partition: 1)
         XCTAssertEqual(reg.partitions(room: "r"), [0, 2])
         XCTAssertEqual(reg.partitions(room: "other"), [1])
-        reg.leave(room: "r", connection: c(1))
+        _ = reg.leave(room: "r", connection: c(1))
         XCTAssertEqual(reg.partitions(room: "r"), [0, 2], "carol still lives on partition 2")
-        reg.leave(room: "r", connection: c(3))
+        _ = reg.leave(room: "r", connection: c(3))
         XCTAssertEqual(reg.partitions(room: "r"), [0])
-        reg.leave(room: "r", connection: c(2))
+        _ = reg.leave(room: "r", connection: c(2))
         XCTAssertEqual(reg.partitions(room: "r"), [])
     }
 
@@ -201,7 +201,7 @@ final class RoomRegistryTests: XCTestCase {
         var reg = RoomRegistry()
         join(&reg, "r", 1, "alice", partition: 3)
         join(&reg, "r", 1, "alice", partition: 3)
-        reg.leave(room: "r", connection: c(1))
+        _ = reg.leave(room: "r", connection: c(1))
         XCTAssertEqual(reg.partitions(room: "r"), [])
         join(&reg, "r", 2, "bob", partition: 1)
         XCTAssertEqual(reg.partitions(room: "r"), [1])

@@ -22,7 +22,7 @@ public enum EventValidator {
         return utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
     }
 
-    static func string(_ payload: JSONValue, _ key: String, maxBytes: Int) throws(RelayError) -> String {
+    public static func string(_ payload: JSONValue, _ key: String, maxBytes: Int) throws(RelayError) -> String {
         guard case .string(let s)? = payload[key], !s.isEmpty, s.utf8.count <= maxBytes else {
             throw RelayError(.invalidPayload, "\(key) must be a non-empty string of at most \(maxBytes) bytes")
         }

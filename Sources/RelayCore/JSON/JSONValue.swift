@@ -21,9 +21,11 @@ public enum JSONValue: Sendable, Equatable {
         case let (.string(a), .string(b)): return a == b
         case let (.array(a), .array(b)): return a == b
         case let (.object(a), .object(b)):
+            // Key order does not matter; the values of a repeated key are compared in order, so
+            // that equality stays reflexive and symmetric for objects with duplicate keys.
             guard a.count == b.count else { return false }
-            for (k, v) in a {
-                guard let other = b.first(where: { $0.0 == k }), other.1 == v else { return false }
+            for (k, _) in a {
+                guard a.lazy.filter({ $0.0 == k }).map(\.1).elementsEqual(b.lazy.filter({ $0.0 == k }).map(\.1)) else { return false }
             }
             return true
         default: return false

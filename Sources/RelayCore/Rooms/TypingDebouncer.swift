@@ -106,9 +106,11 @@ public struct TypingDebouncer: Sendable {
         var changes: [Change] = []
         for room in rooms.keys.sorted() {
             guard var state = rooms[room] else { continue }
+            // The earliest expiry opens the window, whatever order the dictionary iterates in.
+            let windowWasOpen = state.flushAt != nil
             for (user, entry) in state.entries where entry.typing && entry.refreshedAt + expiry <= now {
                 state.entries[user]!.typing = false
-                if state.flushAt == nil { state.flushAt = entry.refreshedAt + expiry + window }
+                if !windowWasOpen { state.flushAt = min(state.flushAt ?? .max, entry.refreshedAt + expiry + window) }
             }
             if let due = state.flushAt, due <= now {
                 state.flushAt = nil

@@ -26,6 +26,10 @@ public struct RelayConfiguration: Sendable {
     public var apiKey: String
     public var adminKey: String
     public var databasePath = "relay.sqlite"
+    /// Receipts older than this are deleted in the background; `nil` keeps them.
+    public var receiptsRetentionDays: Int? = 30
+    /// Most receipts per transaction (group commit).
+    public var receiptsMaxBatch = 1024
     /// How many event loops (threads) serve sockets; defaults to the core count.
     public var eventLoopThreads = NIOCore.System.coreCount
 

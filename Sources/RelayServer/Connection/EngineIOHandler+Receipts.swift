@@ -1,9 +1,70 @@
 import NIOCore
 import RelayCore
+import RelayStore
 
 extension EngineIOHandler {
-    /// `message:delivered`, `message:read` and `receipt:sync` need the receipt store.
+    static let maxSyncPage = 1000
+    static let defaultSyncPage = 100
+
+    /// `message:delivered` / `message:read` (stored, acked after commit, then forwarded) and
+    /// `receipt:sync`. Returns `nil`: the ack is sent when the store answers.
     func handleReceiptEvent(_ event: InboundEvent, user: AuthenticatedUser) throws(RelayError) -> JSONValue? {
-        throw RelayError(.storeUnavailable, "receipts are not enabled on this relay")
+        guard let store = relay.receipts, let context else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
+        let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
+        if let kind = ReceiptKind(eventName: event.name) {
+            let receipt = try NewReceipt(payload: event.payload, userID: user.userID, kind: kind, ts: hub.clock.wallMs())
+            guard hub.isMember(room: receipt.room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(receipt.room) first") }
+            let ackID = event.ackID
+            store.record(receipt, on: context.eventLoop).whenComplete { result in
+                loop.value.receiptRecorded(result, ackID: ackID, event: event.name)
+            }
+            return nil
+        }
+        // receipt:sync
+        var since: Int64 = 0
+        if let value = event.payload["since"], value != .null {
+            guard let s = value.intValue, s >= 0 else { throw RelayError(.invalidPayload, "since must be a non-negative integer cursor") }
+            since = s
+        }
+        var limit = Self.defaultSyncPage
+        if let value = event.payload["limit"], value != .null {
+            guard let l = value.intValue, l >= 1, l <= Int64(Self.maxSyncPage) else {
+                throw RelayError(.invalidPayload, "limit must be an integer in 1...\(Self.maxSyncPage)")
+            }
+            limit = Int(l)
+        }
+        let ackID = event.ackID
+        let cursor = since
+        store.sync(authorID: user.userID, since: cursor, limit: limit, on: context.eventLoop).whenComplete { result in
+            let handler = loop.value
+            switch result {
+            case .success(let receipts):
+                guard let ackID else { return }
+                let next = receipts.last?.id ?? cursor
+                let payload = JSONValue.object([("ok", true), ("receipts", .array(receipts.map(\.json))), ("next", .int(next))])
+                handler.sendText(SocketPacket.ackMessage(id: ackID, payload: payload))
+                handler.flushOutbound()
+            case .failure:
+                handler.sendError(RelayError(.storeUnavailable), event: event.name, ackID: ackID)
+            }
+        }
+        return nil
+    }
+
+    /// Runs on the connection's loop once the receipt's transaction committed (or failed).
+    private func receiptRecorded(_ result: Result<RecordedReceipt, Error>, ackID: Int64?, event: String) {
+        switch result {
+        case .success(let recorded):
+            if let ackID, !closing {
+                sendText(SocketPacket.ackMessage(id: ackID, payload: .object([("ok", true), ("id", .int(recorded.receipt.id))])))
+                flushOutbound()
+            }
+            // Forwarded once, when first stored; a repeat only gets its ack.
+            if recorded.isNew {
+                hub.publishReceipt(recorded.receipt, excludeConnection: connectionID)
+            }
+        case .failure:
+            sendError(RelayError(.storeUnavailable), event: event, ackID: ackID)
+        }
     }
 }

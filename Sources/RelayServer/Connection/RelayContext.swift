@@ -1,6 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import RelayCore
+import RelayStore
 
 /// What every connection and HTTP handler shares: configuration, the hub, the token verifier,
 /// admission control, and the receipt service when there is one.
@@ -9,11 +10,14 @@ public final class RelayContext: Sendable {
     public let hub: Hub
     public let verifier: TokenVerifier
     public let admission: AdmissionControl
+    /// The durable receipt store; `nil` disables receipts (`store_unavailable`).
+    public let receipts: (any ReceiptStore)?
     public let logger: Logger
     private let nextID = NIOLockedValueBox<UInt64>(0)
 
-    public init(configuration: RelayConfiguration, hub: Hub, verifier: TokenVerifier, logger: Logger) {
+    public init(configuration: RelayConfiguration, hub: Hub, verifier: TokenVerifier, receipts: (any ReceiptStore)?, logger: Logger) {
         self.configuration = configuration
+        self.receipts = receipts
         self.hub = hub
         self.verifier = verifier
         self.admission = AdmissionControl(

@@ -60,13 +60,21 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard let head else { return }
             self.head = nil
             idleTimeout?.cancel()
-            let response: HTTPResponse
             if tooLarge {
-                response = .error(.payloadTooLarge, code: "payload_too_large", message: "request body exceeds \(relay.configuration.maxHTTPBodyBytes) bytes")
-            } else {
-                response = router.route(HTTPRequest(head: head, body: body.map { Array($0.readableBytesView) } ?? [], remoteIP: context.channel.remoteAddress?.ipAddress ?? "unknown", admitted: admitted))
+                let response = HTTPResponse.error(.payloadTooLarge, code: "payload_too_large", message: "request body exceeds \(relay.configuration.maxHTTPBodyBytes) bytes")
+                write(response, keepAlive: false, context: context)
+                return
             }
-            write(response, keepAlive: head.isKeepAlive && !tooLarge, context: context)
+            let request = HTTPRequest(head: head, body: body.map { Array($0.readableBytesView) } ?? [], remoteIP: context.channel.remoteAddress?.ipAddress ?? "unknown", admitted: admitted)
+            let keepAlive = head.isKeepAlive
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            router.route(request, on: context.eventLoop).whenComplete { result in
+                let (handler, context) = bound.value
+                switch result {
+                case .success(let response): handler.write(response, keepAlive: keepAlive, context: context)
+                case .failure: handler.write(.error(.internalServerError, code: "internal_error", message: "internal error"), keepAlive: false, context: context)
+                }
+            }
         }
     }
 

@@ -1,9 +1,22 @@
+import NIOCore
 import NIOHTTP1
 import RelayCore
 
 /// Maps requests to answers: the backend emit API, health, and Engine.IO refusals.
 struct HTTPRouter: Sendable {
     let relay: RelayContext
+
+    /// Answers a request; store lookups complete later on `eventLoop`.
+    func route(_ request: HTTPRequest, on eventLoop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
+        let query = QueryString(uri: request.head.uri)
+        switch (request.method, query.path) {
+        case (.GET, "/api/v1/receipts"):
+            guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            return ReceiptsEndpoint(store: relay.receipts).handle(query: query, on: eventLoop)
+        default:
+            return eventLoop.makeSucceededFuture(route(request))
+        }
+    }
 
     func route(_ request: HTTPRequest) -> HTTPResponse {
         let query = QueryString(uri: request.head.uri)

@@ -206,6 +206,24 @@ public final class Hub: Sendable {
         return count
     }
 
+    /// Forwards a committed receipt to its room and to every device of the message's author,
+    /// the author's devices outside the room included (each socket gets it once).
+    public func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
+        let payload = receipt.json.setting("from", to: .string(receipt.userID))
+        let message = OutboundMessage(bytes: OutboundMessage.event(receipt.kind.eventName, payload), durable: true)
+        let (roomPartitions, authorPartitions) = state.withLockedValue { s in
+            (s.rooms.partitions(room: receipt.room), s.directory.partitions(of: receipt.authorID))
+        }
+        for p in Set(roomPartitions).union(authorPartitions).sorted() {
+            let shard = shards[p]
+            let deliver: @Sendable () -> Void = {
+                shard.deliver(room: receipt.room, message, excludeConnection: excludeConnection, excludeUser: nil)
+                shard.deliver(user: receipt.authorID, message, skippingMembersOf: receipt.room, excludeConnection: excludeConnection)
+            }
+            if shard.eventLoop.inEventLoop { deliver() } else { shard.eventLoop.execute(deliver) }
+        }
+    }
+
     // MARK: Typing
 
     public func typing(_ isTyping: Bool, room: String, user: String, connection: ConnectionID) {

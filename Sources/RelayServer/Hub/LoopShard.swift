@@ -77,6 +77,22 @@ public final class LoopShard: @unchecked Sendable {
         return sinks.count
     }
 
+    /// Delivers to the user's local sockets that are not members of `room` (they got it from
+    /// the room already).
+    @discardableResult
+    func deliver(user: String, _ message: OutboundMessage, skippingMembersOf room: String, excludeConnection: ConnectionID?) -> Int {
+        eventLoop.preconditionInEventLoop()
+        guard let sinks = users[user] else { return 0 }
+        let members = rooms[room]
+        var n = 0
+        for (id, sink) in sinks where members?[id] == nil && id != excludeConnection {
+            sink.enqueue(message)
+            sink.flushOutbound()
+            n += 1
+        }
+        return n
+    }
+
     func sink(_ id: ConnectionID) -> (any ConnectionSink)? {
         eventLoop.preconditionInEventLoop()
         return connections[id]

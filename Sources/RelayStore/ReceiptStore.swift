@@ -1,0 +1,32 @@
+import NIOCore
+import RelayCore
+
+/// The outcome of recording a receipt.
+public struct RecordedReceipt: Equatable, Sendable {
+    public var receipt: Receipt
+    /// `false` when the same (messageId, userId, kind) was stored before: `receipt` is that one.
+    public var isNew: Bool
+
+    public init(receipt: Receipt, isNew: Bool) {
+        self.receipt = receipt
+        self.isNew = isNew
+    }
+}
+
+/// Why the store could not answer.
+public enum ReceiptStoreError: Error, Equatable, Sendable {
+    /// The write or read failed (disk full, I/O error, locked); nothing was acknowledged.
+    case unavailable(String)
+    /// The store is shutting down.
+    case closed
+}
+
+/// Durable delivery receipts. Futures complete on the event loop passed in, and a `record`
+/// future succeeds only after the transaction holding the receipt has committed.
+public protocol ReceiptStore: Sendable {
+    func record(_ receipt: NewReceipt, on eventLoop: any EventLoop) -> EventLoopFuture<RecordedReceipt>
+    /// Receipts on messages authored by `authorID` with `id > since`, ascending, at most `limit`.
+    func sync(authorID: String, since: Int64, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]>
+    /// Receipts of one message, ascending.
+    func receipts(messageID: String, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]>
+}

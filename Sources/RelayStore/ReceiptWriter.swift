@@ -1,0 +1,179 @@
+import Foundation
+import GRDB
+import Logging
+import NIOCore
+import RelayCore
+
+/// The single writer behind `SQLiteReceiptStore`: a dedicated thread (never an event loop) that
+/// takes every receipt waiting, writes them in one transaction (group commit), and only after
+/// the commit completes their promises — one hop per event loop, not one per receipt.
+final class ReceiptWriter: @unchecked Sendable {
+    private struct Pending {
+        var receipt: NewReceipt
+        var promise: EventLoopPromise<RecordedReceipt>
+    }
+
+    private let pool: DatabasePool
+    private let options: SQLiteReceiptStore.Options
+    private let wallClockMs: @Sendable () -> Int64
+    private let logger: Logger
+    private let condition = NSCondition()
+    private var pending: [Pending] = []
+    private var stopping = false
+    private var stopped = false
+    private var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    private var nextPrune: Date
+
+    init(pool: DatabasePool, options: SQLiteReceiptStore.Options, wallClockMs: @escaping @Sendable () -> Int64, logger: Logger) {
+        self.pool = pool
+        self.options = options
+        self.wallClockMs = wallClockMs
+        self.logger = logger
+        self.nextPrune = Date().addingTimeInterval(5)
+        let thread = Thread { [self] in self.run() }
+        thread.name = "relay-receipt-writer"
+        thread.start()
+    }
+
+    func submit(_ receipt: NewReceipt, promise: EventLoopPromise<RecordedReceipt>) {
+        condition.lock()
+        if stopping {
+            condition.unlock()
+            promise.fail(ReceiptStoreError.closed)
+            return
+        }
+        pending.append(Pending(receipt: receipt, promise: promise))
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Stops taking receipts, commits what is queued, and waits for the thread to end.
+    func stop() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            requestStop(continuation)
+        }
+    }
+
+    private func requestStop(_ continuation: CheckedContinuation<Void, Never>) {
+        condition.lock()
+        stopping = true
+        if stopped {
+            condition.unlock()
+            continuation.resume()
+            return
+        }
+        stopWaiters.append(continuation)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while pending.isEmpty && !stopping {
+                if options.retentionDays != nil {
+                    if !condition.wait(until: nextPrune) { break }
+                } else {
+                    condition.wait()
+                }
+            }
+            if !pending.isEmpty, pending.count < options.maxBatch, options.maxBatchWaitMs > 0, !stopping {
+                _ = condition.wait(until: Date().addingTimeInterval(Double(options.maxBatchWaitMs) / 1000))
+            }
+            let batch = Array(pending.prefix(options.maxBatch))
+            pending.removeFirst(batch.count)
+            let exit = stopping && pending.isEmpty
+            condition.unlock()
+
+            if !batch.isEmpty { commit(batch) }
+            if let days = options.retentionDays, Date() >= nextPrune {
+                nextPrune = Date().addingTimeInterval(Double(options.pruneIntervalSeconds))
+                let cutoff = wallClockMs() - Int64(days) * 86_400_000
+                do {
+                    let n = try prune(olderThan: cutoff)
+                    if n > 0 { logger.info("pruned receipts", metadata: ["rows": "\(n)"]) }
+                } catch {
+                    logger.error("receipt retention failed", metadata: ["error": "\(error)"])
+                }
+            }
+            if exit { break }
+        }
+        condition.lock()
+        stopped = true
+        let waiters = stopWaiters
+        stopWaiters = []
+        condition.unlock()
+        for w in waiters { w.resume() }
+    }
+
+    private func commit(_ batch: [Pending]) {
+        let results: Result<[RecordedReceipt], Error>
+        do {
+            let recorded = try pool.write { db -> [RecordedReceipt] in
+                let insert = try db.cachedStatement(
+                    sql: "INSERT INTO receipt (room, message_id, author_id, user_id, kind, ts) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (message_id, user_id, kind) DO NOTHING")
+                let existing = try db.cachedStatement(sql: "SELECT * FROM receipt WHERE message_id = ? AND user_id = ? AND kind = ?")
+                var out: [RecordedReceipt] = []
+                out.reserveCapacity(batch.count)
+                for p in batch {
+                    let r = p.receipt
+                    try insert.execute(arguments: [r.room, r.messageID, r.authorID, r.userID, r.kind.rawValue, r.ts])
+                    if db.changesCount > 0 {
+                        out.append(RecordedReceipt(receipt: Receipt(id: db.lastInsertedRowID, r), isNew: true))
+                    } else if let row = try Row.fetchOne(existing, arguments: [r.messageID, r.userID, r.kind.rawValue]),
+                        let stored = SQLiteReceiptStore.receipt(from: row)
+                    {
+                        out.append(RecordedReceipt(receipt: stored, isNew: false))
+                    } else {
+                        throw ReceiptStoreError.unavailable("receipt vanished during insert")
+                    }
+                }
+                return out
+            }
+            results = .success(recorded)
+        } catch {
+            logger.error("receipt commit failed", metadata: ["error": "\(error)", "batch": "\(batch.count)"])
+            results = .failure(error)
+        }
+        complete(batch, results)
+    }
+
+    /// Completes promises grouped by event loop: one `execute` per loop.
+    private func complete(_ batch: [Pending], _ results: Result<[RecordedReceipt], Error>) {
+        var byLoop: [ObjectIdentifier: (any EventLoop, [(EventLoopPromise<RecordedReceipt>, Result<RecordedReceipt, Error>)])] = [:]
+        for (i, p) in batch.enumerated() {
+            let result: Result<RecordedReceipt, Error>
+            switch results {
+            case .success(let list): result = .success(list[i])
+            case .failure(let error): result = .failure(ReceiptStoreError.unavailable(String(describing: error)))
+            }
+            let key = ObjectIdentifier(p.promise.futureResult.eventLoop)
+            byLoop[key, default: (p.promise.futureResult.eventLoop, [])].1.append((p.promise, result))
+        }
+        for (_, (loop, items)) in byLoop {
+            let box = UnsafeTransfer(items)
+            loop.execute {
+                for (promise, result) in box.value { promise.completeWith(result) }
+            }
+        }
+    }
+
+    /// Deletes receipts with `ts < cutoff` in chunks; returns rows deleted.
+    func prune(olderThan cutoff: Int64) throws -> Int {
+        var total = 0
+        while true {
+            let n = try pool.write { db -> Int in
+                try db.execute(sql: "DELETE FROM receipt WHERE id IN (SELECT id FROM receipt WHERE ts < ? LIMIT 10000)", arguments: [cutoff])
+                return db.changesCount
+            }
+            total += n
+            if n < 10000 { return total }
+        }
+    }
+}
+
+/// Carries non-Sendable values (promises with results) into one `execute` on their own loop.
+struct UnsafeTransfer<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import GRDB
+import Logging
+import NIOCore
+import NIOPosix
+import RelayCore
+
+/// `ReceiptStore` on SQLite through GRDB: WAL, `synchronous=FULL`, one writer thread off the
+/// event loops doing group commit, reads on a small thread pool.
+public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
+    public struct Options: Sendable {
+        /// Most receipts in one transaction.
+        public var maxBatch = 1024
+        /// How long the writer waits for more receipts before committing a small batch, ms.
+        /// 0 commits at once; batches still form while a commit is in flight.
+        public var maxBatchWaitMs = 0
+        /// Delete receipts older than this; `nil` keeps them forever.
+        public var retentionDays: Int?
+        /// How often retention runs, seconds.
+        public var pruneIntervalSeconds = 3600
+        public init() {}
+    }
+
+    private let pool: DatabasePool
+    private let writer: ReceiptWriter
+    private let readers: NIOThreadPool
+    public let path: String
+
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    public init(path: String, options: Options = Options(), wallClockMs: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }, logger: Logger = Logger(label: "relay.receipts")) throws {
+        var config = Configuration()
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        config.busyMode = .timeout(5)
+        let pool = try DatabasePool(path: path, configuration: config)
+        try ReceiptSchema.migrator.migrate(pool)
+        self.pool = pool
+        self.path = path
+        self.readers = NIOThreadPool(numberOfThreads: 2)
+        self.readers.start()
+        self.writer = ReceiptWriter(pool: pool, options: options, wallClockMs: wallClockMs, logger: logger)
+    }
+
+    public func record(_ receipt: NewReceipt, on eventLoop: any EventLoop) -> EventLoopFuture<RecordedReceipt> {
+        let promise = eventLoop.makePromise(of: RecordedReceipt.self)
+        writer.submit(receipt, promise: promise)
+        return promise.futureResult
+    }
+
+    public func sync(authorID: String, since: Int64, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
+        read(on: eventLoop) { db in
+            try Self.fetch(db, sql: "SELECT * FROM receipt WHERE author_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [authorID, since, limit])
+        }
+    }
+
+    public func receipts(messageID: String, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
+        read(on: eventLoop) { db in
+            try Self.fetch(db, sql: "SELECT * FROM receipt WHERE message_id = ? ORDER BY id LIMIT ?", arguments: [messageID, limit])
+        }
+    }
+
+    private func read<T: Sendable>(on eventLoop: any EventLoop, _ body: @escaping @Sendable (Database) throws -> T) -> EventLoopFuture<T> {
+        let pool = self.pool
+        return readers.runIfActive(eventLoop: eventLoop) {
+            do {
+                return try pool.read(body)
+            } catch {
+                throw ReceiptStoreError.unavailable(String(describing: error))
+            }
+        }
+    }
+
+    static func fetch(_ db: Database, sql: String, arguments: StatementArguments) throws -> [Receipt] {
+        try Row.fetchAll(db, sql: sql, arguments: arguments).compactMap(Self.receipt(from:))
+    }
+
+    static func receipt(from row: Row) -> Receipt? {
+        guard let kind = ReceiptKind(rawValue: row["kind"]) else { return nil }
+        return Receipt(id: row["id"], room: row["room"], messageID: row["message_id"], authorID: row["author_id"], userID: row["user_id"], kind: kind, ts: row["ts"])
+    }
+
+    /// Commits what is pending, then stops the writer and the readers.
+    public func close() async {
+        await writer.stop()
+        try? await readers.shutdownGracefully()
+    }
+
+    /// Runs retention once now (tests and operators); returns rows deleted.
+    public func pruneNow(olderThanMs cutoff: Int64) throws -> Int {
+        try writer.prune(olderThan: cutoff)
+    }
+
+    /// A consistent copy of the live database to `destination` (SQLite online backup).
+    public func backup(to destination: String) throws {
+        let target = try DatabaseQueue(path: destination)
+        try pool.backup(to: target)
+    }
+}
