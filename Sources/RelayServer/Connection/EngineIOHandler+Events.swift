@@ -56,11 +56,9 @@ extension EngineIOHandler {
         }
         phase = .authenticating
         guard let eventLoop = context?.eventLoop else { return }
-        let verifier = relay.verifier
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        Task {
-            let result = await verifier.verify(token)
-            eventLoop.execute { handler.value.authenticationCompleted(result) }
+        relay.authenticate(token, eventLoop).whenSuccess { result in
+            handler.value.authenticationCompleted(result)
         }
     }
 

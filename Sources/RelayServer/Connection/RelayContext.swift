@@ -1,5 +1,6 @@
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import RelayCore
 import RelayStore
 
@@ -8,18 +9,30 @@ import RelayStore
 public final class RelayContext: Sendable {
     public let configuration: RelayConfiguration
     public let hub: Hub
-    public let verifier: TokenVerifier
+    /// Checks a token; completes on the loop passed in. Defaults to `verifier`.
+    public let authenticate: @Sendable (String, any EventLoop) -> EventLoopFuture<Result<AuthenticatedUser, RelayError>>
     public let admission: AdmissionControl
     /// The durable receipt store; `nil` disables receipts (`store_unavailable`).
     public let receipts: (any ReceiptStore)?
     public let logger: Logger
     private let nextID = NIOLockedValueBox<UInt64>(0)
 
-    public init(configuration: RelayConfiguration, hub: Hub, verifier: TokenVerifier, receipts: (any ReceiptStore)?, logger: Logger) {
+    public convenience init(configuration: RelayConfiguration, hub: Hub, verifier: TokenVerifier, receipts: (any ReceiptStore)?, logger: Logger) {
+        self.init(configuration: configuration, hub: hub, receipts: receipts, logger: logger) { token, eventLoop in
+            let promise = eventLoop.makePromise(of: Result<AuthenticatedUser, RelayError>.self)
+            Task { promise.succeed(await verifier.verify(token)) }
+            return promise.futureResult
+        }
+    }
+
+    public init(
+        configuration: RelayConfiguration, hub: Hub, receipts: (any ReceiptStore)?, logger: Logger,
+        authenticate: @escaping @Sendable (String, any EventLoop) -> EventLoopFuture<Result<AuthenticatedUser, RelayError>>
+    ) {
         self.configuration = configuration
         self.receipts = receipts
         self.hub = hub
-        self.verifier = verifier
+        self.authenticate = authenticate
         self.admission = AdmissionControl(
             maxConnections: configuration.maxConnections, maxPerIP: configuration.maxConnectionsPerIP,
             authFailures: configuration.authFailuresPerIP)

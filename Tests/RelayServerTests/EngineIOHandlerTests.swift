@@ -1,0 +1,179 @@
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import RelayCore
+import XCTest
+
+@testable import RelayServer
+
+final class EngineIOHandlerTests: XCTestCase {
+    func testOpenPacketCarriesConfiguredHeartbeatAndLimits() throws {
+        let h = Harness { $0.pingIntervalMs = 1000; $0.pingTimeoutMs = 500; $0.maxPayload = 4096 }
+        let s = try h.session()
+        let open = try s.texts()
+        XCTAssertEqual(open.count, 1)
+        let json = try JSONParser.parse(String(open[0].dropFirst()))
+        XCTAssertTrue(open[0].hasPrefix("0{"))
+        XCTAssertEqual(json["upgrades"], .array([]))
+        XCTAssertEqual(json["pingInterval"], 1000)
+        XCTAssertEqual(json["pingTimeout"], 500)
+        XCTAssertEqual(json["maxPayload"], 4096)
+        XCTAssertNotNil(json["sid"]?.stringValue)
+    }
+
+    func testConnectWithValidTokenAnswersSid() throws {
+        let h = Harness()
+        let s = try h.session()
+        let reply = try s.connect("alice")
+        XCTAssertNotNil(try JSONParser.parse(String(reply.dropFirst(2)))["sid"]?.stringValue)
+        XCTAssertEqual(h.relay.hub.connectionCount, 1)
+    }
+
+    func testBadTokenGetsConnectErrorThenClose4003() throws {
+        let h = Harness()
+        let s = try h.session()
+        _ = try s.texts()
+        try s.send("40{\"token\":\"nope\"}")
+        let frames = try s.frames()
+        let text = frames.filter { $0.opcode == .text }.map { String(buffer: $0.data) }
+        XCTAssertEqual(text, ["44{\"message\":\"token signature is invalid\",\"data\":{\"code\":\"token_bad_signature\"}}"])
+        var close = try XCTUnwrap(frames.first { $0.opcode == .connectionClose }).data
+        XCTAssertEqual(close.readInteger(as: UInt16.self), CloseCode.authenticationFailed)
+        XCTAssertEqual(h.relay.hub.connectionCount, 0)
+    }
+
+    func testOtherNamespaceIsRefused() throws {
+        let h = Harness()
+        let s = try h.session()
+        _ = try s.texts()
+        try s.send("40/admin,{\"token\":\"alice\"}")
+        XCTAssertEqual(try s.texts(), ["44/admin,{\"message\":\"only the main namespace \\\"/\\\" is served\",\"data\":{\"code\":\"invalid_namespace\"}}"])
+    }
+
+    func testNoConnectWithinTimeoutCloses4001() throws {
+        let h = Harness { $0.connectTimeoutMs = 300 }
+        let s = try h.session()
+        _ = try s.frames()
+        h.advance(ms: 299)
+        XCTAssertNil(try s.closeCode())
+        h.advance(ms: 1)
+        XCTAssertEqual(try s.closeCode(), CloseCode.connectTimeout)
+    }
+
+    func testPingWithoutPongCloses4000AndPongKeepsAlive() throws {
+        let h = Harness { $0.pingIntervalMs = 1000; $0.pingTimeoutMs = 500 }
+        let s = try h.session()
+        try s.connect("alice")
+        h.advance(ms: 1000)
+        XCTAssertEqual(try s.texts(), ["2"])
+        try s.send("3")
+        h.advance(ms: 1000)
+        XCTAssertEqual(try s.texts(), ["2"], "answered ping: next ping, no close")
+        h.advance(ms: 500)
+        XCTAssertEqual(try s.closeCode(), CloseCode.pingTimeout)
+    }
+
+    func testOversizedFragmentedMessageCloses1009() throws {
+        let h = Harness { $0.maxPayload = 100 }
+        let s = try h.session()
+        try s.connect("alice")
+        try s.send(String(repeating: "a", count: 60), fin: false)
+        try s.send(String(repeating: "a", count: 60), fin: true, opcode: .continuation)
+        XCTAssertEqual(try s.closeCode(), CloseCode.messageTooBig)
+    }
+
+    func testOversizedSingleFrameFromDecoderCloses1009() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.connect("alice")
+        s.channel.pipeline.fireErrorCaught(NIOWebSocketError.invalidFrameLength)
+        XCTAssertEqual(try s.closeCode(), CloseCode.messageTooBig)
+    }
+
+    func testUnmaskedFrameCloses1002() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.sendBytes(Array("40".utf8), masked: false)
+        XCTAssertEqual(try s.closeCode(), CloseCode.protocolError)
+    }
+
+    func testReservedBitWithoutExtensionCloses1002() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.sendBytes(Array("40".utf8), rsv1: true)
+        XCTAssertEqual(try s.closeCode(), CloseCode.protocolError)
+    }
+
+    func testBinaryMessageCloses1003() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.connect("alice")
+        try s.sendBytes([1, 2, 3], opcode: .binary)
+        XCTAssertEqual(try s.closeCode(), CloseCode.unsupportedData)
+    }
+
+    func testInvalidUTF8Closes1007() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.connect("alice")
+        try s.sendBytes([0x34, 0x32, 0xC3, 0x28])
+        XCTAssertEqual(try s.closeCode(), CloseCode.invalidPayloadData)
+    }
+
+    func testContinuationWithoutStartCloses1002() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.send("x", opcode: .continuation)
+        XCTAssertEqual(try s.closeCode(), CloseCode.protocolError)
+    }
+
+    func testInvalidEventNameGetsErrorAckAndErrorEvent() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.connect("alice")
+        try s.send("427[\"Bad_Name\",{}]")
+        XCTAssertEqual(try s.texts(), ["437[{\"ok\":false,\"error\":{\"code\":\"invalid_event_name\",\"message\":\"invalid event name: Bad_Name\"}}]"])
+        try s.send("42[\"typing_start\",{}]")
+        let texts = try s.texts()
+        XCTAssertEqual(texts.count, 1)
+        XCTAssertTrue(texts[0].hasPrefix("42[\"error\",{\"code\":\"invalid_event_name\""), texts[0])
+        XCTAssertTrue(texts[0].contains("\"event\":\"typing_start\""))
+    }
+
+    func testEventBeforeConnectIsRefused() throws {
+        let h = Harness()
+        let s = try h.session()
+        _ = try s.texts()
+        try s.send("421[\"room:join\",{\"room\":\"conversation:1\"}]")
+        XCTAssertEqual(try s.texts(), ["431[{\"ok\":false,\"error\":{\"code\":\"not_connected\",\"message\":\"send CONNECT (40) first\"}}]"])
+    }
+
+    func testMalformedPacketAfterConnectGetsInvalidPacket() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.connect("alice")
+        try s.send("42[\"room:join\",{")
+        let texts = try s.texts()
+        XCTAssertTrue(texts.first?.contains("invalid_packet") == true, "\(texts)")
+        XCTAssertNil(try s.closeCode(), "a bad packet is answered, not fatal")
+    }
+
+    func testRateLimitAnswersRateLimited() throws {
+        let h = Harness { $0.eventsPerSecond = .init(perSecond: 1, burst: 2) }
+        let s = try h.session()
+        try s.connect("alice")
+        for i in 1...3 { try s.send("42\(i)[\"presence:list\",{\"room\":\"conversation:1\"}]") }
+        let texts = try s.texts()
+        XCTAssertEqual(texts.count, 3)
+        XCTAssertTrue(texts[2].hasPrefix("433[{\"ok\":false,\"error\":{\"code\":\"rate_limited\""), texts[2])
+    }
+
+    func testClientCloseFrameIsEchoed() throws {
+        let h = Harness()
+        let s = try h.session()
+        var payload: [UInt8] = [0x03, 0xE8]
+        payload += Array("bye".utf8)
+        try s.sendBytes(payload, opcode: .connectionClose)
+        XCTAssertEqual(try s.closeCode(), 1000)
+    }
+}

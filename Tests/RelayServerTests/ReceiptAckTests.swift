@@ -1,0 +1,70 @@
+import NIOCore
+import NIOEmbedded
+import RelayCore
+import XCTest
+
+@testable import RelayServer
+
+/// A receipt is acknowledged only after its transaction committed, never before.
+final class ReceiptAckTests: XCTestCase {
+    func join(_ s: Session, _ room: String = "conversation:1") throws {
+        try s.send("420[\"room:join\",{\"room\":\"\(room)\"}]")
+        XCTAssertTrue(try s.texts().contains { $0.hasPrefix("430[{\"ok\":true") })
+    }
+
+    func testAckWaitsForCommitThenCarriesCursor() throws {
+        let h = Harness()
+        let bob = try h.session()
+        bob.channel.pipeline.fireChannelActive()
+        try bob.connect("bob")
+        try join(bob)
+        let alice = try h.session()
+        try alice.connect("alice")
+        try join(alice)
+        _ = try bob.texts()
+
+        try bob.send("425[\"message:delivered\",{\"room\":\"conversation:1\",\"messageId\":\"m1\",\"authorId\":\"alice\"}]")
+        XCTAssertEqual(h.store.pending.count, 1, "the receipt went to the store")
+        XCTAssertEqual(try bob.texts(), [], "no ack before the commit")
+        XCTAssertEqual(try alice.texts(), [], "no forward before the commit")
+
+        h.store.commitNext(id: 42)
+        h.loop.run()
+        XCTAssertEqual(try bob.texts(), ["435[{\"ok\":true,\"id\":42}]"])
+        let forwarded = try alice.texts()
+        XCTAssertEqual(forwarded.count, 1)
+        XCTAssertTrue(forwarded[0].hasPrefix("42[\"message:delivered\",{\"id\":42,"), forwarded[0])
+    }
+
+    func testFailedCommitAnswersStoreUnavailableNeverOk() throws {
+        let h = Harness()
+        let bob = try h.session()
+        try bob.connect("bob")
+        try join(bob)
+        try bob.send("426[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"m1\",\"authorId\":\"alice\"}]")
+        h.store.failNext()
+        h.loop.run()
+        let texts = try bob.texts()
+        XCTAssertEqual(texts.count, 1)
+        XCTAssertTrue(texts[0].hasPrefix("436[{\"ok\":false,\"error\":{\"code\":\"store_unavailable\""), texts[0])
+    }
+
+    func testReceiptForRoomNotJoinedIsRefused() throws {
+        let h = Harness()
+        let bob = try h.session()
+        try bob.connect("bob")
+        try bob.send("427[\"message:read\",{\"room\":\"conversation:9\",\"messageId\":\"m1\",\"authorId\":\"alice\"}]")
+        XCTAssertEqual(h.store.pending.count, 0)
+        XCTAssertTrue(try bob.texts()[0].hasPrefix("437[{\"ok\":false,\"error\":{\"code\":\"not_in_room\""))
+    }
+
+    func testInvalidReceiptPayloadIsRefused() throws {
+        let h = Harness()
+        let bob = try h.session()
+        try bob.connect("bob")
+        try join(bob)
+        try bob.send("428[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"\"}]")
+        XCTAssertEqual(h.store.pending.count, 0)
+        XCTAssertTrue(try bob.texts()[0].hasPrefix("438[{\"ok\":false,\"error\":{\"code\":\"invalid_payload\""))
+    }
+}

@@ -1,0 +1,140 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import RelayCore
+import RelayStore
+import XCTest
+
+@testable import RelayServer
+
+/// A clock the test moves by hand.
+final class ManualClock: Sendable {
+    private let now = NIOLockedValueBox<Int64>(1_000_000)
+    var relayClock: RelayClock {
+        RelayClock(monotonicMs: { self.now.withLockedValue { $0 } }, wallMs: { 1_700_000_000_000 + self.now.withLockedValue { $0 } })
+    }
+    func advance(ms: Int64) { now.withLockedValue { $0 += ms } }
+}
+
+/// A receipt store whose commits the test completes by hand.
+final class ControlledReceiptStore: ReceiptStore, @unchecked Sendable {
+    struct Pending {
+        var receipt: NewReceipt
+        var promise: EventLoopPromise<RecordedReceipt>
+    }
+    private let lock = NIOLock()
+    private var _pending: [Pending] = []
+    var pending: [Pending] { lock.withLock { _pending } }
+
+    func record(_ receipt: NewReceipt, on eventLoop: any EventLoop) -> EventLoopFuture<RecordedReceipt> {
+        let promise = eventLoop.makePromise(of: RecordedReceipt.self)
+        lock.withLock { _pending.append(Pending(receipt: receipt, promise: promise)) }
+        return promise.futureResult
+    }
+    func sync(authorID: String, since: Int64, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
+        eventLoop.makeSucceededFuture([])
+    }
+    func receipts(messageID: String, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
+        eventLoop.makeSucceededFuture([])
+    }
+    /// Completes the oldest pending write as committed with cursor `id`.
+    func commitNext(id: Int64) {
+        let p = lock.withLock { _pending.removeFirst() }
+        p.promise.succeed(RecordedReceipt(receipt: Receipt(id: id, p.receipt), isNew: true))
+    }
+    func failNext() {
+        let p = lock.withLock { _pending.removeFirst() }
+        p.promise.fail(ReceiptStoreError.unavailable("disk full"))
+    }
+}
+
+/// One relay hub on an `EmbeddedEventLoop` with sessions driven frame by frame.
+final class Harness {
+    let loop = EmbeddedEventLoop()
+    let clock = ManualClock()
+    let store = ControlledReceiptStore()
+    let relay: RelayContext
+    var configuration: RelayConfiguration
+
+    /// Tokens are looked up in this table instead of being verified (TokenVerifier has its own tests).
+    init(configure: (inout RelayConfiguration) -> Void = { _ in }) {
+        var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: String(repeating: "a", count: 16), adminKey: String(repeating: "b", count: 16))
+        c.pingIntervalMs = 25_000
+        c.pingTimeoutMs = 20_000
+        configure(&c)
+        configuration = c
+        let hub = Hub(eventLoops: [loop], configuration: c, clock: clock.relayClock)
+        relay = RelayContext(configuration: c, hub: hub, receipts: store, logger: Logger(label: "test")) { token, loop in
+            let users: [String: AuthenticatedUser] = [
+                "alice": AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max),
+                "bob": AuthenticatedUser(userID: "bob", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max),
+            ]
+            if let user = users[token] { return loop.makeSucceededFuture(.success(user)) }
+            return loop.makeSucceededFuture(.failure(RelayError(.tokenBadSignature)))
+        }
+    }
+
+    func session(ip: String = "127.0.0.1") throws -> Session {
+        let channel = EmbeddedChannel(loop: loop)
+        try channel.pipeline.syncOperations.addHandler(EngineIOHandler(relay: relay, handshake: HandshakeInfo(remoteIP: ip)))
+        return Session(channel: channel)
+    }
+
+    /// Moves the clock and the loop's timers together.
+    func advance(ms: Int64) {
+        clock.advance(ms: ms)
+        loop.advanceTime(by: .milliseconds(ms))
+    }
+}
+
+/// One client socket as frames in and out of an `EmbeddedChannel`.
+struct Session {
+    let channel: EmbeddedChannel
+
+    func send(_ text: String, fin: Bool = true, opcode: WebSocketOpcode = .text) throws {
+        try sendBytes(Array(text.utf8), fin: fin, opcode: opcode)
+    }
+
+    func sendBytes(_ bytes: [UInt8], fin: Bool = true, opcode: WebSocketOpcode = .text, masked: Bool = true, rsv1: Bool = false) throws {
+        var buffer = channel.allocator.buffer(capacity: bytes.count)
+        buffer.writeBytes(bytes)
+        let key: WebSocketMaskingKey? = masked ? WebSocketMaskingKey([1, 2, 3, 4]) : nil
+        if let key { buffer.webSocketMask(key) }
+        try channel.writeInbound(WebSocketFrame(fin: fin, rsv1: rsv1, opcode: opcode, maskKey: key, data: buffer))
+    }
+
+    /// Every frame written since the last call.
+    func frames() throws -> [WebSocketFrame] {
+        var out: [WebSocketFrame] = []
+        while let frame = try channel.readOutbound(as: WebSocketFrame.self) { out.append(frame) }
+        return out
+    }
+
+    /// The text of every text frame written since the last call.
+    func texts() throws -> [String] {
+        try frames().filter { $0.opcode == .text }.map { String(buffer: $0.data) }
+    }
+
+    /// The close code of the close frame written since the last call, if any.
+    func closeCode() throws -> UInt16? {
+        try frames().first { $0.opcode == .connectionClose }.flatMap { frame in
+            var data = frame.data
+            return data.readInteger(as: UInt16.self)
+        }
+    }
+
+    /// Opens the session with CONNECT for `token`; returns the Socket.IO sid.
+    @discardableResult
+    func connect(_ token: String) throws -> String {
+        _ = try texts()
+        try send("40{\"token\":\"\(token)\"}")
+        let reply = try texts()
+        guard let first = reply.first, first.hasPrefix("40{") else {
+            XCTFail("expected 40{sid}, got \(reply)")
+            return ""
+        }
+        return first
+    }
+}
