@@ -26,6 +26,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-event-bytes"), help: "Largest client event, bytes.") var maxEventBytes = 64 * 1024
     @Option(name: .customLong("events-per-second"), help: "Sustained events per second per connection.") var eventsPerSecond: Double = 50
     @Option(name: .customLong("event-burst"), help: "Event burst per connection.") var eventBurst: Double = 100
+    @Option(name: .customLong("rate"), help: "Per-connection budget of one event kind, KIND=PER_SECOND[:BURST]; kinds: control, typing, reaction, location, receipt, custom. Repeatable.")
+    var rates: [String] = []
     @Option(name: .customLong("max-rooms-per-connection")) var maxRoomsPerConnection = 100
     @Option(name: .customLong("max-members-per-room")) var maxMembersPerRoom = 10_000
     @Option(name: .customLong("max-connections")) var maxConnections = 100_000
@@ -72,6 +74,14 @@ struct ServeCommand: AsyncParsableCommand {
         config.connectTimeoutMs = connectTimeout
         config.maxEventBytes = maxEventBytes
         config.eventsPerSecond = .init(perSecond: eventsPerSecond, burst: eventBurst)
+        for spec in rates {
+            let parts = spec.split(separator: "=", maxSplits: 1)
+            let numbers = parts.count == 2 ? parts[1].split(separator: ":").compactMap { Double($0) } : []
+            guard parts.count == 2, let kind = RateClass(rawValue: String(parts[0])), (1...2).contains(numbers.count), numbers.allSatisfy({ $0 > 0 }) else {
+                throw ValidationError("--rate expects KIND=PER_SECOND[:BURST] with KIND one of \(RateClass.allCases.map(\.rawValue).joined(separator: ", ")); got \(spec)")
+            }
+            config.eventsPerSecondByClass[kind] = .init(perSecond: numbers[0], burst: numbers.count == 2 ? numbers[1] : numbers[0] * 2)
+        }
         config.maxRoomsPerConnection = maxRoomsPerConnection
         config.maxMembersPerRoom = maxMembersPerRoom
         config.maxConnections = maxConnections

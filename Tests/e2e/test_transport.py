@@ -1,0 +1,166 @@
+"""Engine.IO transport: the open packet, heartbeat, connect timeout, message limits, binary
+frames, and the refusal of HTTP long-polling."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from helpers import (
+    TIMEOUT,
+    Clients,
+    RawSocket,
+    async_test,
+    http,
+    mint_token,
+)
+
+MAX_PAYLOAD = 65536
+RELAY_ARGS = ["--max-payload", str(MAX_PAYLOAD)]
+
+
+@async_test
+async def test_open_packet(relay):
+    sock = await RawSocket.open(relay)
+    try:
+        assert set(sock.open_packet) == {"sid", "upgrades", "pingInterval", "pingTimeout", "maxPayload"}
+        assert isinstance(sock.open_packet["sid"], str) and sock.open_packet["sid"]
+        assert sock.open_packet["upgrades"] == []
+        assert sock.open_packet["pingInterval"] == 25000
+        assert sock.open_packet["pingTimeout"] == 20000
+        assert sock.open_packet["maxPayload"] == MAX_PAYLOAD
+        reply = await sock.connect_ok(mint_token("ann"))
+        assert reply["sid"] != sock.open_packet["sid"]
+        # An Engine.IO ping from the client is answered with a pong carrying its data.
+        await sock.send("2probe")
+        assert await sock.recv_packet() == "3probe"
+    finally:
+        await sock.close()
+
+
+@async_test
+async def test_oversized_message_is_closed_with_1009(relay):
+    sock = await RawSocket.open(relay)
+    try:
+        await sock.connect_ok(mint_token("ben"))
+        # Just under the limit: processed (answered), the socket stays open.
+        body = '421["chat:big",{"room":"conversation:big","blob":"%s"}]'
+        under = body % ("x" * (60000 - len(body)))
+        await sock.send(under)
+        ack = json.loads((await sock.recv_packet())[3:])[0]
+        assert ack["ok"] is False and ack["error"]["code"] == "not_in_room", ack
+        # Over the limit: closed with 1009 (message too big).
+        await sock.send(body % ("x" * 70000))
+        code, _ = await sock.wait_closed()
+        assert code == 1009
+    finally:
+        await sock.close()
+
+
+@async_test
+async def test_oversized_fragmented_message_is_closed_with_1009(relay):
+    sock = await RawSocket.open(relay)
+    try:
+        await sock.connect_ok(mint_token("cid"))
+        # Frames each under the limit, a message over it.
+        chunk = "x" * 20000
+        await sock.send(iter(['42["chat:big",{"room":"conversation:big","blob":"'] + [chunk] * 4 + ['"}]']))
+        code, _ = await sock.wait_closed()
+        assert code == 1009
+    finally:
+        await sock.close()
+
+
+@async_test
+async def test_binary_frame_is_closed_with_1003(relay):
+    sock = await RawSocket.open(relay)
+    try:
+        await sock.connect_ok(mint_token("dan"))
+        await sock.send(b'42["chat:ping",{"room":"conversation:bin"}]')
+        code, _ = await sock.wait_closed()
+        assert code == 1003
+    finally:
+        await sock.close()
+
+
+@async_test
+async def test_long_polling_is_refused(relay):
+    status, body = await http(relay, "GET", "/socket.io/?EIO=4&transport=polling", key=None)
+    assert status == 400
+    assert body["error"]["code"] == "transport_unsupported" and body["error"]["message"]
+    status, body = await http(relay, "POST", "/socket.io/?EIO=4&transport=polling&sid=abc", raw=b"40", key=None)
+    assert status == 400 and body["error"]["code"] == "transport_unsupported"
+    status, body = await http(relay, "GET", "/socket.io/?EIO=3&transport=polling", key=None)
+    assert status == 400 and body["error"]["code"] == "unsupported_protocol_version"
+
+
+@async_test
+async def test_connect_timeout_closes_with_4001(start_relay):
+    relay = start_relay("--connect-timeout", "300")
+    silent = await RawSocket.open(relay)
+    try:
+        code, messages = await silent.wait_closed()
+        assert code == 4001, messages
+    finally:
+        await silent.close()
+    # A first packet that is not CONNECT does not count as one.
+    eager = await RawSocket.open(relay)
+    try:
+        await eager.send('42["room:join",{"room":"conversation:1"}]')
+        code, messages = await eager.wait_closed()
+        assert code == 4001, messages
+        errors = [json.loads(m[2:]) for m in messages if m.startswith("42")]
+        assert errors and errors[0][0] == "error" and errors[0][1]["code"] == "not_connected", messages
+    finally:
+        await eager.close()
+
+
+@async_test
+async def test_heartbeat(start_relay):
+    relay = start_relay("--ping-interval", "200", "--ping-timeout", "300")
+    async with Clients() as clients:
+        # python-socketio answers pings: it stays connected.
+        steady = await clients.connect(relay, "eve")
+        await steady.join("conversation:heartbeat")
+        # A raw client that answers `2` with `3` stays connected through several pings.
+        polite = await RawSocket.open(relay)
+        # A raw client that never answers is closed with 4000.
+        silent = await RawSocket.open(relay)
+        pings: asyncio.Queue = asyncio.Queue()
+        replies: asyncio.Queue = asyncio.Queue()
+
+        async def answer_pings():
+            while True:
+                msg = await polite.ws.recv()
+                if msg == "2":
+                    await polite.send("3")
+                    pings.put_nowait(msg)
+                else:
+                    replies.put_nowait(msg)
+
+        answering = None
+        try:
+            assert polite.open_packet["pingInterval"] == 200 and polite.open_packet["pingTimeout"] == 300
+            await polite.connect_ok(mint_token("fay"))
+            answering = asyncio.create_task(answer_pings())
+            await silent.connect_ok(mint_token("gus"))
+
+            code, messages = await silent.wait_closed()
+            assert "2" in messages, messages
+            assert code == 4000, messages
+
+            for _ in range(4):
+                await asyncio.wait_for(pings.get(), TIMEOUT)
+            # Still open: it answers a request.
+            await polite.send('420["presence:list",{"room":"conversation:heartbeat"}]')
+            ack = await asyncio.wait_for(replies.get(), TIMEOUT)
+            assert ack.startswith("430[") and json.loads(ack[3:])[0]["presence"] == [{"user": "eve", "devices": 1}]
+
+            assert steady.connected
+            listed = await steady.ok("presence:list", {"room": "conversation:heartbeat"})
+            assert listed["presence"] == [{"user": "eve", "devices": 1}]
+        finally:
+            if answering is not None:
+                answering.cancel()
+            await polite.close()
+            await silent.close()
