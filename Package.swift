@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.0.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.0.0"..<"5.0.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.1.0"),
     ],
     targets: [
         // Pure logic: no sockets, no event loops. Tested without a socket.
@@ -62,6 +63,23 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // The load generator: a SwiftNIO Socket.IO/WebSocket client with latency histograms.
+        .executableTarget(
+            name: "relay-load",
+            dependencies: [
+                "RelayCore",
+                "RelayStore",
+                "RelayServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            path: "LoadTests/relay-load"
         ),
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"]),
         .testTarget(

@@ -64,6 +64,7 @@ async def test_acceptance_scenario(relay):
         reply = await bob1.join(ROOM)
         assert reply["presence"] == presence(("alice", 1), ("bob", 1))
         join = await alice.expect("presence:join", user="bob")
+        assert set(join) == {"room", "user", "from", "ts"}
         assert join["room"] == ROOM and join["from"] == "bob"
         assert_ts(join)
 
@@ -91,7 +92,7 @@ async def test_acceptance_scenario(relay):
             await alice.ok("typing:start", {"room": ROOM})
         for c in (bob1, bob2, carol):
             start = await c.expect("typing:start", **{"from": "alice"})
-            assert start["room"] == ROOM
+            assert set(start) == {"room", "from", "ts"} and start["room"] == ROOM
             assert_ts(start)
         await alice.ok("typing:stop", {"room": ROOM})
         for c in (bob1, bob2, carol):
@@ -335,18 +336,10 @@ async def test_live_location(relay):
 
         await ned.fails("location:update", {"room": room, "lat": 1, "lng": 2}, "no_live_share")
         await ned.fails("location:stop", {"room": room}, "no_live_share")
-        for bad in ({"room": room, "durationSec": 0}, {"room": room, "durationSec": -5},
-                    {"room": room, "durationSec": "60"}, {"room": room}, {"room": room, "durationSec": 10 ** 9}):
-            await ned.fails("location:share-live", bad, "invalid_payload")
-        await ned.fails("location:share-live", {"room": "conversation:elsewhere", "durationSec": 60}, "not_in_room")
-
         await ned.ok("location:share-live", {"room": room, "durationSec": 60, "from": "olga"})
         share = await olga.expect("location:share-live")
+        assert set(share) == {"room", "durationSec", "from", "ts"}
         assert share["from"] == "ned" and share["durationSec"] == 60
-        for bad in ({"room": room, "lat": 91, "lng": 0}, {"room": room, "lat": 0, "lng": -181},
-                    {"room": room, "lng": 0}, {"room": room, "lat": "1", "lng": 0},
-                    {"room": room, "lat": 0, "lng": 0, "heading": 361}, {"room": room, "lat": 0, "lng": 0, "accuracy": -1}):
-            await ned.fails("location:update", bad, "invalid_payload")
         # olga has no share of her own.
         await olga.fails("location:update", {"room": room, "lat": 1, "lng": 2}, "no_live_share")
         await ned.ok("location:update", {"room": room, "lat": -33.5, "lng": 151.25})
@@ -364,6 +357,31 @@ async def test_live_location(relay):
 
 
 @async_test
+async def test_live_location_payload_validation(relay):
+    room = "conversation:location-validation"
+    async with Clients() as clients:
+        # Location events have a small per-socket burst (20): one socket per batch of checks.
+        sharer = await clients.connect(relay, "uli", name="uli-share")
+        updater = await clients.connect(relay, "vic", name="vic-update")
+        await sharer.join(room)
+        await updater.join(room)
+        for bad in ({"room": room, "durationSec": 0}, {"room": room, "durationSec": -5},
+                    {"room": room, "durationSec": "60"}, {"room": room}, {"room": room, "durationSec": 10 ** 9},
+                    {"durationSec": 60}, None):
+            await sharer.fails("location:share-live", bad, "invalid_payload")
+        await sharer.fails("location:share-live", {"room": "conversation:elsewhere", "durationSec": 60}, "not_in_room")
+
+        await updater.ok("location:share-live", {"room": room, "durationSec": 60})
+        for bad in ({"room": room, "lat": 91, "lng": 0}, {"room": room, "lat": 0, "lng": -181},
+                    {"room": room, "lng": 0}, {"room": room, "lat": "1", "lng": 0},
+                    {"room": room, "lat": 0, "lng": 0, "heading": 361}, {"room": room, "lat": 0, "lng": 0, "accuracy": -1},
+                    {"lat": 0, "lng": 0}):
+            await updater.fails("location:update", bad, "invalid_payload")
+        await updater.fails("location:update", {"room": "conversation:elsewhere", "lat": 0, "lng": 0}, "not_in_room")
+        await updater.ok("location:update", {"room": room, "lat": 90, "lng": -180, "accuracy": 0, "heading": 360})
+
+
+@async_test
 async def test_live_location_expires(relay):
     room = "conversation:location-expiry"
     async with Clients() as clients:
@@ -374,6 +392,7 @@ async def test_live_location_expires(relay):
         await pia.ok("location:share-live", {"room": room, "durationSec": 1})
         await quinn.expect("location:share-live", **{"from": "pia"})
         stop = await quinn.expect("location:stop", **{"from": "pia"})
+        assert set(stop) == {"room", "from", "ts", "reason"}
         assert stop["room"] == room and stop["reason"] == "expired"
         assert_ts(stop)
         await pia.fails("location:update", {"room": room, "lat": 1, "lng": 2}, "no_live_share")

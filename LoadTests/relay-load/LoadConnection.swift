@@ -1,0 +1,262 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+
+/// How the generator talks to the server under test.
+enum WireProtocol: String, Sendable {
+    /// Engine.IO v4 / Socket.IO v5, as the relay and python-socketio servers speak.
+    case socketio
+    /// Plain JSON text frames: `{"join":room}` to join, `{"room","t",…}` to broadcast.
+    case raw
+}
+
+/// One generator socket: speaks Socket.IO (or raw JSON) over WebSocket, answers pings, and
+/// records deliveries and ack latencies into its loop's `LoopStats`.
+final class LoadConnection: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    enum AckKind { case join, receipt, other }
+
+    let wire: WireProtocol
+    let token: String
+    let room: String?
+    let stats: LoopStats
+    /// Succeeds when connected (and the room joined, if any).
+    let ready: EventLoopPromise<Void>
+    /// Whether this connection records the room's typing arrivals.
+    var observesTyping = false
+    /// Typing state for the typing storm.
+    var typingOn = false
+    /// Called after each successful receipt ack (the receipts scenario sends the next one).
+    var onAck: (() -> Void)?
+    private(set) var context: ChannelHandlerContext?
+    private var nextAckID: Int64 = 0
+    private var pendingAcks: [Int64: (UInt64, AckKind)] = [:]
+    private var isReady = false
+
+    init(wire: WireProtocol, token: String, room: String?, stats: LoopStats, ready: EventLoopPromise<Void>) {
+        self.wire = wire
+        self.token = token
+        self.room = room
+        self.stats = stats
+        self.ready = ready
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if wire == .raw {
+            if let room { sendText("{\"join\":\"\(room)\"}") }
+            markReady()
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        if !isReady { ready.fail(LoadError.closedBeforeReady) }
+    }
+
+    private func markReady() {
+        guard !isReady else { return }
+        isReady = true
+        ready.succeed(())
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text:
+            handleText(frame.data)
+        case .connectionClose:
+            var d = frame.data
+            let code = d.readInteger(as: UInt16.self) ?? 1005
+            stats.closes[code, default: 0] += 1
+            context.close(promise: nil)
+        case .ping:
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.data)), promise: nil)
+        default:
+            break
+        }
+    }
+
+    private func handleText(_ buffer: ByteBuffer) {
+        let now = monotonicNanos()
+        buffer.withUnsafeReadableBytes { raw in
+            let b = raw.bindMemory(to: UInt8.self)
+            guard let first = b.first else { return }
+            if wire == .raw {
+                if let t = Self.intField(b, "\"t\":") { record(delivery: now, sentAt: t) }
+                return
+            }
+            switch first {
+            case UInt8(ascii: "2"):
+                sendText("3")
+            case UInt8(ascii: "0"):
+                sendText("40{\"token\":\"\(token)\"}")
+            case UInt8(ascii: "4") where b.count >= 2:
+                switch b[1] {
+                case UInt8(ascii: "0"):
+                    if let room { emit("room:join", "{\"room\":\"\(room)\"}", ack: .join) } else { markReady() }
+                case UInt8(ascii: "2"):
+                    handleEvent(b, now: now)
+                case UInt8(ascii: "3"):
+                    handleAck(b, now: now)
+                case UInt8(ascii: "4"):
+                    stats.errors["connect_error", default: 0] += 1
+                    ready.fail(LoadError.connectRefused(String(decoding: b, as: UTF8.self)))
+                default:
+                    break
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    private func handleEvent(_ b: UnsafeBufferPointer<UInt8>, now: UInt64) {
+        // 42["name",{...}]
+        guard b.count > 5 else { return }
+        if Self.hasPrefix(b, from: 4, "typing:") {
+            stats.typingEvents += 1
+            if observesTyping, let room { stats.typingArrivals[room, default: []].append(now) }
+            return
+        }
+        if Self.hasPrefix(b, from: 4, "error\"") {
+            stats.errors["error_event", default: 0] += 1
+            return
+        }
+        if let t = Self.intField(b, "\"t\":") {
+            record(delivery: now, sentAt: t)
+        } else {
+            stats.deliveries += 1
+        }
+    }
+
+    private func handleAck(_ b: UnsafeBufferPointer<UInt8>, now: UInt64) {
+        var i = 2
+        var id: Int64 = 0
+        while i < b.count, b[i] >= 48, b[i] <= 57 {
+            id = id * 10 + Int64(b[i] - 48)
+            i += 1
+        }
+        guard let (sentAt, kind) = pendingAcks.removeValue(forKey: id) else { return }
+        let ok = Self.contains(b, "\"ok\":true")
+        switch kind {
+        case .join:
+            if ok { markReady() } else { ready.fail(LoadError.joinRefused(String(decoding: b, as: UTF8.self))) }
+        case .receipt, .other:
+            if ok {
+                stats.acks += 1
+                stats.ackLatency.record((now &- sentAt) / 1000)
+                if kind == .receipt { onAck?() }
+            } else {
+                let code = Self.stringField(b, "\"code\":\"") ?? "unknown"
+                stats.ackErrors[code, default: 0] += 1
+            }
+        }
+    }
+
+    private func record(delivery now: UInt64, sentAt: Int64) {
+        stats.deliveries += 1
+        if sentAt > 0, now > UInt64(sentAt) { stats.deliveryLatency.record((now - UInt64(sentAt)) / 1000) }
+    }
+
+    // MARK: Sending
+
+    func sendText(_ text: String) {
+        guard let context else { return }
+        var buffer = context.channel.allocator.buffer(capacity: text.utf8.count)
+        buffer.writeString(text)
+        context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: buffer)), promise: nil)
+        context.flush()
+    }
+
+    /// Emits `42[<id>]["event",payload]`.
+    func emit(_ event: String, _ payloadJSON: String, ack: AckKind? = nil) {
+        if let ack {
+            nextAckID += 1
+            pendingAcks[nextAckID] = (monotonicNanos(), ack)
+            sendText("42\(nextAckID)[\"\(event)\",\(payloadJSON)]")
+        } else {
+            sendText("42[\"\(event)\",\(payloadJSON)]")
+        }
+        stats.sent += 1
+    }
+
+    /// Sends one benchmark message stamped with the send time.
+    func sendBench(event: String) {
+        guard let room else { return }
+        let t = monotonicNanos()
+        if wire == .raw {
+            sendText("{\"room\":\"\(room)\",\"t\":\(t)}")
+            stats.sent += 1
+        } else {
+            emit(event, "{\"room\":\"\(room)\",\"t\":\(t)}")
+        }
+    }
+
+    /// Stops reading from the socket (a stalled phone).
+    func stall() {
+        context?.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+    }
+
+    // MARK: Tiny scanners (the generator must stay cheap)
+
+    static func hasPrefix(_ b: UnsafeBufferPointer<UInt8>, from: Int, _ s: StaticString) -> Bool {
+        let n = s.utf8CodeUnitCount
+        guard b.count >= from + n else { return false }
+        for i in 0..<n where b[from + i] != s.utf8Start[i] { return false }
+        return true
+    }
+
+    static func find(_ b: UnsafeBufferPointer<UInt8>, _ s: StaticString) -> Int? {
+        let n = s.utf8CodeUnitCount
+        guard b.count >= n else { return nil }
+        var i = 0
+        while i + n <= b.count {
+            if b[i] == s.utf8Start[0] && hasPrefix(b, from: i, s) { return i + n }
+            i += 1
+        }
+        return nil
+    }
+
+    static func contains(_ b: UnsafeBufferPointer<UInt8>, _ s: StaticString) -> Bool { find(b, s) != nil }
+
+    static func intField(_ b: UnsafeBufferPointer<UInt8>, _ key: StaticString) -> Int64? {
+        guard var i = find(b, key) else { return nil }
+        var v: Int64 = 0
+        var digits = 0
+        while i < b.count, b[i] >= 48, b[i] <= 57 {
+            v = v &* 10 &+ Int64(b[i] - 48)
+            i += 1
+            digits += 1
+        }
+        return digits > 0 ? v : nil
+    }
+
+    static func stringField(_ b: UnsafeBufferPointer<UInt8>, _ key: StaticString) -> String? {
+        guard let start = find(b, key) else { return nil }
+        var end = start
+        while end < b.count, b[end] != UInt8(ascii: "\"") { end += 1 }
+        return String(decoding: UnsafeBufferPointer(rebasing: b[start..<end]), as: UTF8.self)
+    }
+}
+
+enum LoadError: Error, CustomStringConvertible {
+    case closedBeforeReady
+    case connectRefused(String)
+    case joinRefused(String)
+    case upgradeFailed
+    case timeout(String)
+
+    var description: String {
+        switch self {
+        case .closedBeforeReady: return "closed before ready"
+        case .connectRefused(let s): return "CONNECT refused: \(s.prefix(200))"
+        case .joinRefused(let s): return "room:join refused: \(s.prefix(200))"
+        case .upgradeFailed: return "WebSocket upgrade failed"
+        case .timeout(let s): return "timeout: \(s)"
+        }
+    }
+}
