@@ -141,7 +141,7 @@ final class LoadConnection: ChannelInboundHandler {
             i += 1
         }
         guard let (sentAt, kind) = pendingAcks.removeValue(forKey: id) else { return }
-        let ok = Self.contains(b, "\"ok\":true")
+        let ok = Self.contains(b, "\"ok\":true") || Self.contains(b, "\"ok\": true")
         switch kind {
         case .join:
             if ok { markReady() } else { ready.fail(LoadError.joinRefused(String(decoding: b, as: UTF8.self))) }
@@ -225,6 +225,7 @@ final class LoadConnection: ChannelInboundHandler {
 
     static func intField(_ b: UnsafeBufferPointer<UInt8>, _ key: StaticString) -> Int64? {
         guard var i = find(b, key) else { return nil }
+        while i < b.count, b[i] == UInt8(ascii: " ") { i += 1 }
         var v: Int64 = 0
         var digits = 0
         while i < b.count, b[i] >= 48, b[i] <= 57 {

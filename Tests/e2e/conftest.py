@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ADMIN_KEY, API_KEY, JWT_SECRET, REPO_ROOT, relay_binary
+from helpers import ADMIN_KEY, API_KEY, JWT_SECRET, relay_binary
 
 # Never send the suite's traffic through a proxy: everything goes to 127.0.0.1.
 os.environ["NO_PROXY"] = "127.0.0.1,localhost"
@@ -159,11 +159,6 @@ def start_relay(tmp_path_factory):
     finally:
         for r in started:
             r.stop()
-
-
-@pytest.fixture(scope="session")
-def repo_root() -> Path:
-    return REPO_ROOT
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -30,7 +30,8 @@ public struct LiveLocationSessions: Sendable {
     @discardableResult
     public mutating func start(room: String, user: String, connection: ConnectionID, durationSec: Int64, now: Int64) throws(RelayError) -> Int64 {
         let key = Key(room: room, user: user)
-        if shares[key] == nil, shares.values.filter({ $0.connection == connection }).count >= maxSharesPerConnection {
+        // Expired shares not yet collected by `expire(now:)` do not count against the limit.
+        if shares[key] == nil, shares.values.filter({ $0.connection == connection && $0.expiresAt > now }).count >= maxSharesPerConnection {
             throw RelayError(.rateLimited, "too many live shares on this connection")
         }
         let expires = now + durationSec * 1000

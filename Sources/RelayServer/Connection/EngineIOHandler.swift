@@ -92,18 +92,25 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
 
     // MARK: Heartbeat
 
+    /// Engine.IO v4 heartbeat: ping `pingInterval` after the previous pong (or the open), then
+    /// close with 4000 unless the pong comes within `pingTimeout`.
     private func schedulePing() {
         guard let context else { return }
         pingTask = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(configuration.pingIntervalMs))) { [weak self] in
             guard let self, !self.closing, let context = self.context else { return }
             self.sendText(EnginePacket.pingFrame)
             self.flushOutbound()
-            self.pongTimeout?.cancel()
             self.pongTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(self.configuration.pingTimeoutMs))) { [weak self] in
                 self?.close(code: CloseCode.pingTimeout, reason: "ping timeout")
             }
-            self.schedulePing()
         }
+    }
+
+    private func pongReceived() {
+        guard let timeout = pongTimeout else { return }  // a pong nobody asked for
+        timeout.cancel()
+        pongTimeout = nil
+        schedulePing()
     }
 
     // MARK: Inbound frames
@@ -205,8 +212,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         }
         switch packet {
         case .pong:
-            pongTimeout?.cancel()
-            pongTimeout = nil
+            pongReceived()
         case .ping(let data):
             sendText(Array(("3" + data).utf8))
             flushOutbound()

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Runs the same `fanout` and `connections` scenarios of relay-load, in one run, against
+#   - Relay (release build),
+#   - a Node `ws` room-broadcast server (Debian's node-ws; LoadTests/peers/ws-broadcast.js),
+#   - a python-socketio server on uvicorn + uvloop (LoadTests/peers/socketio_server.py),
+# all on 127.0.0.1, and prints each figure with the ratio Relay/peer.
+# Every run is bounded (DURATION seconds each); servers are stopped by the pids this script started.
+#
+# Environment knobs (defaults in brackets): ROOMS [20] MEMBERS [50] SENDERS [20] RATE [4000 msg/s offered]
+# DURATION [10 s] CONNS [5000 sockets for `connections`] OUT [bench-results/].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROOMS=${ROOMS:-20}; MEMBERS=${MEMBERS:-50}; SENDERS=${SENDERS:-20}; RATE=${RATE:-4000}
+DURATION=${DURATION:-10}; CONNS=${CONNS:-5000}; OUT=${OUT:-bench-results}
+SECRET=bench-secret-0123456789abcdef0123456789
+mkdir -p "$OUT"
+
+# --- prerequisites -------------------------------------------------------------------------
+if [ ! -d /usr/share/nodejs/ws ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq node-ws
+fi
+if [ ! -x .venv-bench/bin/python ]; then python3 -m venv .venv-bench; fi
+.venv-bench/bin/pip install -q -r LoadTests/peers/requirements.txt
+swift build -c release --product relay
+swift build -c release --product relay-load
+BIN=$(swift build -c release --show-bin-path)
+LOAD="$BIN/relay-load"
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# start NAME PORT LOGLINE CMD... : starts a server, waits (bounded) for its listening line.
+start() {
+  local name=$1 port=$2 line=$3; shift 3
+  "$@" > "$OUT/$name.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  for _ in $(seq 1 300); do
+    grep -q "$line" "$OUT/$name.log" 2>/dev/null && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/$name.log"; return 1; }
+    sleep 0.1
+  done
+  echo "$name did not start"; cat "$OUT/$name.log"; return 1
+}
+
+stop() {
+  kill -TERM "$SERVER_PID" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$SERVER_PID" 2>/dev/null || true
+}
+
+# run NAME PROTOCOL PORT : the two scenarios against one server.
+run() {
+  local name=$1 proto=$2 port=$3
+  "$LOAD" fanout --port "$port" --protocol "$proto" --secret "$SECRET" --relay-pid "$SERVER_PID" \
+    --rooms "$ROOMS" --members "$MEMBERS" --senders "$SENDERS" --rate "$RATE" --duration "$DURATION" \
+    --max-error-rate 1 --json > "$OUT/$name-fanout.json" || true
+  "$LOAD" connections --port "$port" --protocol "$proto" --secret "$SECRET" --relay-pid "$SERVER_PID" \
+    --count "$CONNS" --hold 2 --max-error-rate 1 --json > "$OUT/$name-connections.json" || true
+}
+
+RELAY_FLAGS=(--jwt-secret "$SECRET" --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789
+  --db "$OUT/relay.sqlite" --log-level warning --events-per-second 1000000 --event-burst 1000000
+  --rate custom=1000000:1000000 --max-connections-per-ip 1000000 --max-connections-per-user 1000000)
+
+start relay 18100 "relay listening" "$BIN/relay" --port 18100 "${RELAY_FLAGS[@]}"
+run relay socketio 18100
+# Latency at half of Relay's measured rate.
+HALF=$(python3 -c "import json;d=json.load(open('$OUT/relay-fanout.json'));print(max(1,int(d['sent_per_second']/2)))")
+"$LOAD" fanout --port 18100 --secret "$SECRET" --relay-pid "$SERVER_PID" --rooms "$ROOMS" --members "$MEMBERS" \
+  --senders "$SENDERS" --rate "$HALF" --duration "$DURATION" --max-error-rate 1 --json > "$OUT/relay-fanout-half.json" || true
+stop
+
+start ws 18101 "ws listening" env NODE_PATH=/usr/share/nodejs node LoadTests/peers/ws-broadcast.js 18101
+run ws raw 18101
+stop
+
+start socketio 18102 "python-socketio listening" .venv-bench/bin/python LoadTests/peers/socketio_server.py 18102
+run socketio socketio 18102
+stop
+
+python3 - "$OUT" <<'PY'
+import json, sys, os
+out = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f: return json.load(f)
+    except Exception: return {}
+r, w, p = load("relay-fanout.json"), load("ws-fanout.json"), load("socketio-fanout.json")
+rc, wc, pc = load("relay-connections.json"), load("ws-connections.json"), load("socketio-connections.json")
+half = load("relay-fanout-half.json")
+def fmt(v): return "-" if v is None else (f"{v:,.1f}" if isinstance(v, float) else f"{v:,}")
+def ratio(a, b, invert=False):
+    if not a or not b: return "-"
+    return f"{(b / a if invert else a / b):.2f}x"
+rows = [
+    ("fanout deliveries/s", "deliveries_per_second", r, w, p, False),
+    ("fanout latency p50 ms", "latency_p50_ms", r, w, p, True),
+    ("fanout latency p99 ms", "latency_p99_ms", r, w, p, True),
+    ("fanout latency p999 ms", "latency_p999_ms", r, w, p, True),
+    ("fanout server CPU µs/delivery", "relay_cpu_us_per_delivery", r, w, p, True),
+    ("connections/s", "connects_per_second", rc, wc, pc, False),
+    ("server RSS KiB/socket", "relay_rss_per_socket_kib", rc, wc, pc, True),
+]
+print(f"{'figure':32} {'relay':>12} {'node ws':>12} {'py-socketio':>12} {'relay/ws':>9} {'relay/py':>9}")
+for label, key, a, b, c, inv in rows:
+    print(f"{label:32} {fmt(a.get(key)):>12} {fmt(b.get(key)):>12} {fmt(c.get(key)):>12} {ratio(a.get(key), b.get(key), inv):>9} {ratio(a.get(key), c.get(key), inv):>9}")
+print("(for latency, CPU and memory the ratio is peer/relay: above 1x means Relay is better)")
+if half:
+    print(f"relay at half its rate ({half.get('sent_per_second', 0):.0f} msg/s): p50 {half.get('latency_p50_ms')} ms, p99 {half.get('latency_p99_ms')} ms, p999 {half.get('latency_p999_ms')} ms")
+PY
