@@ -22,6 +22,8 @@ final class ReceiptWriter: @unchecked Sendable {
     private var stopping = false
     private var stopped = false
     private var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The writer thread is waiting for work: only then does `submit` need to signal.
+    private var idle = false
     private var nextPrune: Date
 
     init(pool: DatabasePool, options: SQLiteReceiptStore.Options, wallClockMs: @escaping @Sendable () -> Int64, logger: Logger) {
@@ -43,7 +45,7 @@ final class ReceiptWriter: @unchecked Sendable {
             return
         }
         pending.append(Pending(receipt: receipt, promise: promise))
-        condition.signal()
+        if idle { condition.signal() }
         condition.unlock()
     }
 
@@ -71,6 +73,8 @@ final class ReceiptWriter: @unchecked Sendable {
         while true {
             condition.lock()
             while pending.isEmpty && !stopping {
+                idle = true
+                defer { idle = false }
                 if options.retentionDays != nil {
                     if !condition.wait(until: nextPrune) { break }
                 } else {
@@ -78,7 +82,9 @@ final class ReceiptWriter: @unchecked Sendable {
                 }
             }
             if !pending.isEmpty, pending.count < options.maxBatch, options.maxBatchWaitMs > 0, !stopping {
+                idle = true
                 _ = condition.wait(until: Date().addingTimeInterval(Double(options.maxBatchWaitMs) / 1000))
+                idle = false
             }
             let batch = Array(pending.prefix(options.maxBatch))
             pending.removeFirst(batch.count)
@@ -159,15 +165,21 @@ final class ReceiptWriter: @unchecked Sendable {
     }
 
     /// Deletes receipts with `ts < cutoff` in chunks; returns rows deleted.
+    ///
+    /// Cursors grow with time, so the oldest receipts are the lowest ids: each chunk looks at
+    /// the 10,000 lowest ids only (no index on `ts` to maintain on every insert), and pruning
+    /// stops at the first chunk that has nothing old enough.
     func prune(olderThan cutoff: Int64) throws -> Int {
         var total = 0
         while true {
             let n = try pool.write { db -> Int in
-                try db.execute(sql: "DELETE FROM receipt WHERE id IN (SELECT id FROM receipt WHERE ts < ? LIMIT 10000)", arguments: [cutoff])
+                try db.execute(
+                    sql: "DELETE FROM receipt WHERE id IN (SELECT id FROM receipt ORDER BY id LIMIT 10000) AND ts < ?",
+                    arguments: [cutoff])
                 return db.changesCount
             }
             total += n
-            if n < 10000 { return total }
+            if n == 0 { return total }
         }
     }
 }

@@ -31,6 +31,8 @@ public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
         var config = Configuration()
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Keep the hot b-tree pages of the indexes in memory (64 MiB per connection at most).
+            try db.execute(sql: "PRAGMA cache_size = -65536")
         }
         config.busyMode = .timeout(5)
         let pool = try DatabasePool(path: path, configuration: config)

@@ -57,7 +57,7 @@ extension EngineIOHandler {
         case .success(let recorded):
             if let ackID, !closing {
                 sendText(SocketPacket.ackMessage(id: ackID, payload: .object([("ok", true), ("id", .int(recorded.receipt.id))])))
-                flushOutbound()
+                flushSoon()
             }
             // Forwarded once, when first stored; a repeat only gets its ack.
             if recorded.isNew {

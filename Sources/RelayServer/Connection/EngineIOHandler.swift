@@ -35,6 +35,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     private var pongTimeout: Scheduled<Void>?
     var connectTimeout: Scheduled<Void>?
     private var needsFlush = false
+    private var flushScheduled = false
     private(set) var closing = false
 
     var configuration: RelayConfiguration { relay.configuration }
@@ -265,6 +266,18 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         guard needsFlush, let context else { return }
         needsFlush = false
         context.flush()
+    }
+
+    /// Flushes once after the tasks already queued on this loop: acks completed together (a
+    /// committed receipt batch) leave in one write instead of one syscall each.
+    func flushSoon() {
+        guard !flushScheduled, let context else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [weak self] in
+            guard let self else { return }
+            self.flushScheduled = false
+            self.flushOutbound()
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -166,15 +166,28 @@ public final class Hub: Sendable {
     /// (room members minus the excluded).
     @discardableResult
     public func publish(room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false) -> Int {
+        let (partitions, count) = roomTargets(room)
+        // Nobody else in the room: do not even encode.
+        let others = excludeConnection == nil ? count : count - 1
+        guard others > 0 else { return 0 }
         let message = OutboundMessage(bytes: OutboundMessage.event(name, payload), coalesceKey: coalesceKey, durable: durable)
-        return publish(room: room, message: message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        deliver(room: room, message: message, partitions: partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        return others
     }
 
     @discardableResult
     public func publish(room: String, message: OutboundMessage, excludeConnection: ConnectionID?, excludeUser: String?) -> Int {
-        let (partitions, count) = state.withLockedValue { s in
-            (s.rooms.partitions(room: room), s.rooms.memberCount(room: room))
-        }
+        let (partitions, count) = roomTargets(room)
+        deliver(room: room, message: message, partitions: partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        return excludeConnection == nil ? count : max(0, count - 1)
+    }
+
+    private func roomTargets(_ room: String) -> ([Int], Int) {
+        state.withLockedValue { s in (s.rooms.partitions(room: room), s.rooms.memberCount(room: room)) }
+    }
+
+    /// One hop per partition: inline for the caller's loop, one `execute` for any other.
+    private func deliver(room: String, message: OutboundMessage, partitions: [Int], excludeConnection: ConnectionID?, excludeUser: String?) {
         for p in partitions {
             let shard = shards[p]
             if shard.eventLoop.inEventLoop {
@@ -185,7 +198,6 @@ public final class Hub: Sendable {
                 }
             }
         }
-        return excludeConnection == nil ? count : max(0, count - 1)
     }
 
     /// Delivers an event to every connected device of `user`. Returns the number of sockets.
@@ -209,11 +221,13 @@ public final class Hub: Sendable {
     /// Forwards a committed receipt to its room and to every device of the message's author,
     /// the author's devices outside the room included (each socket gets it once).
     public func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
+        let (roomPartitions, roomMembers, authorPartitions) = state.withLockedValue { s in
+            (s.rooms.partitions(room: receipt.room), s.rooms.memberCount(room: receipt.room), s.directory.partitions(of: receipt.authorID))
+        }
+        // The sender alone in the room and the author offline: nothing to encode.
+        if authorPartitions.isEmpty && roomMembers <= (excludeConnection == nil ? 0 : 1) { return }
         let payload = receipt.json.setting("from", to: .string(receipt.userID))
         let message = OutboundMessage(bytes: OutboundMessage.event(receipt.kind.eventName, payload), durable: true)
-        let (roomPartitions, authorPartitions) = state.withLockedValue { s in
-            (s.rooms.partitions(room: receipt.room), s.directory.partitions(of: receipt.authorID))
-        }
         for p in Set(roomPartitions).union(authorPartitions).sorted() {
             let shard = shards[p]
             let deliver: @Sendable () -> Void = {
