@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.0.0"..<"5.0.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.1.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.27.0"),
     ],
     targets: [
         // Pure logic: no sockets, no event loops. Tested without a socket.
@@ -26,6 +27,8 @@ let package = Package(
             name: "RelayCore",
             dependencies: []
         ),
+        // zlib from the system (zlib1g-dev), for permessage-deflate.
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // Durable delivery receipts: SQLite through GRDB, group commit on its own thread.
         .target(
             name: "RelayStore",
@@ -43,6 +46,8 @@ let package = Package(
             dependencies: [
                 "RelayCore",
                 "RelayStore",
+                "CZlib",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

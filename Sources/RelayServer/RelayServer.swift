@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 import RelayCore
 import RelayStore
@@ -44,6 +45,7 @@ public final class RelayServer: Sendable {
     public func start() async throws {
         let relay = context
         let configuration = relay.configuration
+        let tls = try Self.makeTLSContext(configuration)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -52,11 +54,25 @@ public final class RelayServer: Sendable {
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    }
                     try Self.configure(channel: channel, relay: relay)
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         channelBox.withLockedValue { $0 = channel }
+    }
+
+    /// The TLS context when a certificate and key are configured.
+    static func makeTLSContext(_ configuration: RelayConfiguration) throws -> NIOSSLContext? {
+        guard let certPath = configuration.tlsCertificatePath, let keyPath = configuration.tlsKeyPath else { return nil }
+        let chain = try NIOSSLCertificate.fromPEMFile(certPath).map { NIOSSLCertificateSource.certificate($0) }
+        let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
+        var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["http/1.1"]
+        return try NIOSSLContext(configuration: tls)
     }
 
     static func configure(channel: any Channel, relay: RelayContext) throws {
@@ -66,24 +82,36 @@ public final class RelayServer: Sendable {
         let origins = OriginPolicy(allowed: relay.configuration.allowedOrigins)
         let httpHandler = HTTPHandler(relay: relay, router: HTTPRouter(relay: relay), admitted: admitted)
         let boundHTTPHandler = NIOLoopBound(httpHandler, eventLoop: channel.eventLoop)
+        let configuration = relay.configuration
         let upgrader = NIOWebSocketServerUpgrader(
-            maxFrameSize: relay.configuration.maxPayload,
+            maxFrameSize: configuration.maxPayload,
             automaticErrorHandling: false,
             shouldUpgrade: { channel, head in
                 let query = QueryString(uri: head.uri)
                 let path = query.path
                 let originOK = head.headers.first(name: "origin").map(origins.allows) ?? true
-                guard admitted, originOK, path == "/socket.io/" || path == "/socket.io",
-                    query["EIO"] == "4", query["transport"] == "websocket"
-                else {
+                let isEcho = configuration.echoPath.map { $0 == path } ?? false
+                let isEngineIO = (path == "/socket.io/" || path == "/socket.io") && query["EIO"] == "4" && query["transport"] == "websocket"
+                guard admitted, originOK, isEcho || isEngineIO else {
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
-                return channel.eventLoop.makeSucceededFuture(HTTPHeaders())
+                var headers = HTTPHeaders()
+                if configuration.deflateEnabled, let deflate = PerMessageDeflateNegotiation.negotiate(head.headers["sec-websocket-extensions"]) {
+                    headers.add(name: "Sec-WebSocket-Extensions", value: deflate.responseHeader)
+                }
+                return channel.eventLoop.makeSucceededFuture(headers)
             },
             upgradePipelineHandler: { channel, head in
-                let info = HandshakeInfo(request: head, remoteIP: ip)
+                let info = HandshakeInfo(request: head, remoteIP: ip, deflateEnabled: configuration.deflateEnabled)
+                let path = QueryString(uri: head.uri).path
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(EngineIOHandler(relay: relay, handshake: info))
+                    if let echo = configuration.echoPath, echo == path {
+                        let shard = relay.hub.shard(for: channel.eventLoop)
+                        try channel.pipeline.syncOperations.addHandler(
+                            WebSocketEchoHandler(maxMessageBytes: configuration.maxPayload, deflate: info.deflate, shard: shard, thresholdBytes: configuration.deflateThresholdBytes))
+                    } else {
+                        try channel.pipeline.syncOperations.addHandler(EngineIOHandler(relay: relay, handshake: info))
+                    }
                 }
             })
         try channel.pipeline.syncOperations.configureHTTPServerPipeline(

@@ -40,6 +40,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("typing-expiry-ms"), help: "A typing:start not refreshed for this long expires, ms.") var typingExpiryMs: Int64 = 5_000
     @Option(name: .customLong("handshake-timeout"), help: "Time to complete an HTTP request or upgrade, ms.") var handshakeTimeout = 10_000
     @Option(name: .customLong("receipts-retention-days"), help: "Delete receipts older than this many days (0 keeps them forever).") var receiptsRetentionDays = 30
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain file; with --tls-key serves wss:// and https://.") var tlsCert: String?
+    @Option(name: .customLong("tls-key"), help: "PEM private key file for --tls-cert.") var tlsKey: String?
+    @Flag(name: .customLong("no-deflate"), help: "Do not negotiate permessage-deflate.") var noDeflate = false
+    @Option(name: .customLong("deflate-threshold"), help: "Messages below this many bytes go uncompressed.") var deflateThreshold = 1024
+    @Option(name: .customLong("echo-path"), help: "Serve a WebSocket echo endpoint at this path (conformance tests); off by default.") var echoPath: String?
     @Option(name: .customLong("log-level")) var logLevel = "info"
 
     func run() async throws {
@@ -92,6 +97,17 @@ struct ServeCommand: AsyncParsableCommand {
         config.typingWindowMs = typingWindowMs
         config.typingExpiryMs = typingExpiryMs
         config.handshakeTimeoutMs = handshakeTimeout
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
+        config.tlsCertificatePath = tlsCert
+        config.tlsKeyPath = tlsKey
+        config.deflateEnabled = !noDeflate
+        config.deflateThresholdBytes = max(0, deflateThreshold)
+        if let echoPath {
+            guard echoPath.hasPrefix("/"), !echoPath.hasPrefix("/socket.io"), !echoPath.hasPrefix("/api/") else {
+                throw ValidationError("--echo-path must be a path like /echo outside /socket.io and /api")
+            }
+            config.echoPath = echoPath
+        }
 
         if devMode {
             let token = try await TokenIssuer.sign(secret: effectiveSecret, subject: "dev-user", rooms: ["*"], ttlSeconds: 86_400)

@@ -43,6 +43,16 @@ public struct RelayConfiguration: Sendable {
     /// Time for a TCP client to complete its HTTP request (upgrade or API call).
     public var handshakeTimeoutMs = 10_000
 
+    /// Negotiate permessage-deflate with clients that offer it.
+    public var deflateEnabled = true
+    /// Messages smaller than this go uncompressed even to deflate clients.
+    public var deflateThresholdBytes = 1024
+    /// PEM certificate chain and private key files; both set means TLS (wss://, https://).
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
+    /// A WebSocket echo endpoint on the same stack, for conformance tests (off when `nil`).
+    public var echoPath: String?
+
     // Events and limits
     public var customEventsEnabled = true
     /// Largest event payload (encoded JSON bytes) a client may send; larger ones get `payload_too_large`.

@@ -71,7 +71,7 @@ extension EngineIOHandler {
             refuseConnect(error, namespace: "/")
         case .success(let user):
             do throws(RelayError) {
-                try hub.register(self, sid: sid, user: user.userID, on: shard)
+                try hub.register(self, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil)
             } catch {
                 refuseConnect(error, namespace: "/")
                 return

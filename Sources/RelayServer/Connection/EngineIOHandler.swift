@@ -29,8 +29,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     var phase = Phase.awaitingConnect
     var limiter: EventRateLimiter
     var outbound: OutboundQueue<OutboundMessage>
-    private var fragments: ByteBuffer?
-    private var fragmentOpcode: WebSocketOpcode = .text
+    private var reader: WebSocketMessageReader?
     private var pingTask: Scheduled<Void>?
     private var pongTimeout: Scheduled<Void>?
     var connectTimeout: Scheduled<Void>?
@@ -85,7 +84,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         connectTimeout?.cancel()
         outbound.removeAll()
         if case .connected(let user) = phase, let shard {
-            hub.unregister(connectionID, sid: sid, user: user.userID, on: shard)
+            hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil)
             relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(reason)"])
         }
         phase = .closed
@@ -119,90 +118,30 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         guard !closing else { return }
-        guard frame.maskKey != nil else {
-            close(code: CloseCode.protocolError, reason: "client frames must be masked")
-            return
+        if reader == nil {
+            reader = WebSocketMessageReader(maxMessageBytes: configuration.maxPayload, inflater: handshake.deflate != nil ? shard?.inflater : nil)
         }
-        guard !frame.rsv1, !frame.rsv2, !frame.rsv3 else {
-            close(code: CloseCode.protocolError, reason: "reserved bits set without an extension")
-            return
-        }
-        switch frame.opcode {
-        case .text, .binary:
-            guard fragments == nil else {
-                close(code: CloseCode.protocolError, reason: "new message before the previous one finished")
-                return
-            }
-            if frame.fin {
-                handleMessage(frame.unmaskedData, opcode: frame.opcode)
-            } else {
-                fragmentOpcode = frame.opcode
-                fragments = frame.unmaskedData
-                checkFragmentSize()
-            }
-        case .continuation:
-            guard var buffer = fragments else {
-                close(code: CloseCode.protocolError, reason: "continuation without a message")
-                return
-            }
-            var data = frame.unmaskedData
-            buffer.writeBuffer(&data)
-            fragments = buffer
-            guard checkFragmentSize() else { return }
-            if frame.fin {
-                fragments = nil
-                handleMessage(buffer, opcode: fragmentOpcode)
-            }
-        case .ping:
-            var pong = context.channel.allocator.buffer(capacity: frame.length)
-            var data = frame.unmaskedData
-            pong.writeBuffer(&data)
-            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: pong)), promise: nil)
-        case .pong:
+        switch reader!.read(frame, allocator: context.channel.allocator) {
+        case .none, .pong:
             break
-        case .connectionClose:
-            var data = frame.unmaskedData
-            // Echo a valid status code (RFC 6455 §5.5.1); refuse a malformed one.
-            if data.readableBytes == 0 {
-                close(code: CloseCode.normal, reason: "")
-            } else if let code = data.readInteger(as: UInt16.self), CloseCode.isValidReceived(code) {
-                if data.readableBytes > 0, String(validating: data.readableBytesView, as: UTF8.self) == nil {
-                    close(code: CloseCode.invalidPayloadData, reason: "invalid UTF-8 in close reason")
-                } else {
-                    close(code: code, reason: "")
-                }
-            } else {
-                close(code: CloseCode.protocolError, reason: "invalid close code")
-            }
-        default:
-            close(code: CloseCode.protocolError, reason: "unknown opcode")
+        case .message(let opcode, let buffer):
+            handleMessage(buffer, opcode: opcode)
+        case .ping(let data):
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: data)), promise: nil)
+        case .peerClosed(let code):
+            close(code: code, reason: "")
+        case .fail(let code, let reason):
+            close(code: code, reason: reason)
         }
     }
 
-    @discardableResult
-    private func checkFragmentSize() -> Bool {
-        if let f = fragments, f.readableBytes > configuration.maxPayload {
-            fragments = nil
-            close(code: CloseCode.messageTooBig, reason: "message exceeds maxPayload")
-            return false
-        }
-        return true
-    }
-
+    /// A whole, valid message (size, UTF-8 and decompression were checked by the reader).
     private func handleMessage(_ buffer: ByteBuffer, opcode: WebSocketOpcode) {
-        guard buffer.readableBytes <= configuration.maxPayload else {
-            close(code: CloseCode.messageTooBig, reason: "message exceeds maxPayload")
-            return
-        }
         guard opcode == .text else {
             close(code: CloseCode.unsupportedData, reason: "binary messages are not supported")
             return
         }
         let bytes = buffer.readableBytesView
-        guard String(validating: bytes, as: UTF8.self) != nil else {
-            close(code: CloseCode.invalidPayloadData, reason: "invalid UTF-8")
-            return
-        }
         let array = Array(bytes)
         let packet: EnginePacket
         do {
@@ -252,7 +191,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     func enqueue(_ message: OutboundMessage) {
         guard !closing, let context else { return }
         if outbound.isEmpty && context.channel.isWritable {
-            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: message.bytes)), promise: nil)
+            context.write(wrapOutboundOut(frame(for: message, allocator: context.channel.allocator)), promise: nil)
             needsFlush = true
             return
         }
@@ -260,6 +199,22 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         case .queued, .replaced: break
         case .overflow: close(code: CloseCode.slowConsumer, reason: "slow consumer")
         }
+    }
+
+    /// The frame for a message: compressed (RSV1) when this client negotiated permessage-deflate
+    /// and the message is over the threshold, reusing the fan-out's shared compressed bytes when
+    /// the client accepts a full window.
+    private func frame(for message: OutboundMessage, allocator: ByteBufferAllocator) -> WebSocketFrame {
+        if let deflate = handshake.deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes, let shard {
+            let compressed: ByteBuffer
+            if deflate.serverMaxWindowBits == 15, let shared = message.compressed {
+                compressed = shared
+            } else {
+                compressed = shard.deflater(windowBits: deflate.serverMaxWindowBits).compress(message.bytes, allocator: allocator)
+            }
+            return WebSocketFrame(fin: true, rsv1: true, opcode: .text, data: compressed)
+        }
+        return WebSocketFrame(fin: true, opcode: .text, data: message.bytes)
     }
 
     func flushOutbound() {
@@ -288,7 +243,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     private func drainOutbound() {
         guard let context else { return }
         while context.channel.isWritable, let message = outbound.dequeue() {
-            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: message.bytes)), promise: nil)
+            context.write(wrapOutboundOut(frame(for: message, allocator: context.channel.allocator)), promise: nil)
             needsFlush = true
         }
         flushOutbound()

@@ -1,4 +1,5 @@
 import NIOHTTP1
+import RelayCore
 
 /// What the WebSocket upgrade request told us about the client.
 public struct HandshakeInfo: Sendable, Equatable {
@@ -7,16 +8,21 @@ public struct HandshakeInfo: Sendable, Equatable {
     public var queryToken: String?
     /// The `Authorization: Bearer` token, if any.
     public var bearerToken: String?
+    /// permessage-deflate parameters, when negotiated.
+    public var deflate: PerMessageDeflateNegotiation?
 
-    public init(remoteIP: String, queryToken: String? = nil, bearerToken: String? = nil) {
+    public init(remoteIP: String, queryToken: String? = nil, bearerToken: String? = nil, deflate: PerMessageDeflateNegotiation? = nil) {
         self.remoteIP = remoteIP
         self.queryToken = queryToken
         self.bearerToken = bearerToken
+        self.deflate = deflate
     }
 
-    init(request: HTTPRequestHead, remoteIP: String) {
+    init(request: HTTPRequestHead, remoteIP: String, deflateEnabled: Bool) {
         let query = QueryString(uri: request.uri)
-        self.init(remoteIP: remoteIP, queryToken: query["token"], bearerToken: BearerToken.from(request.headers))
+        self.init(
+            remoteIP: remoteIP, queryToken: query["token"], bearerToken: BearerToken.from(request.headers),
+            deflate: deflateEnabled ? PerMessageDeflateNegotiation.negotiate(request.headers["sec-websocket-extensions"]) : nil)
     }
 }
 

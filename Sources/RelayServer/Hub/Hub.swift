@@ -16,6 +16,8 @@ public final class Hub: Sendable {
         var typing: TypingDebouncer
         var locations: LiveLocationSessions
         var sids: [String: (ConnectionID, Int)] = [:]
+        /// Connected clients that negotiated permessage-deflate.
+        var deflateClients = 0
     }
 
     public let shards: [LoopShard]
@@ -26,6 +28,7 @@ public final class Hub: Sendable {
     private let shardByLoop: [ObjectIdentifier: Int]
     private let typingTimer: DeadlineScheduler
     private let locationTimer: DeadlineScheduler
+    private let deflaters = DeflaterPool()
 
     public init(eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, logger: Logger = Logger(label: "relay.hub")) {
         precondition(!eventLoops.isEmpty)
@@ -58,11 +61,12 @@ public final class Hub: Sendable {
     // MARK: Connections
 
     /// Registers an authenticated connection. Called on the connection's loop.
-    public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard) throws(RelayError) {
+    public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard, deflate: Bool = false) throws(RelayError) {
         do throws(ConnectionDirectory.RegisterError) {
             try state.withLock { s throws(ConnectionDirectory.RegisterError) in
                 try s.directory.register(sink.connectionID, user: user, partition: shard.index)
                 s.sids[sid] = (sink.connectionID, shard.index)
+                if deflate { s.deflateClients += 1 }
             }
         } catch {
             switch error {
@@ -75,10 +79,11 @@ public final class Hub: Sendable {
 
     /// Removes a connection: leaves its rooms (presence), stops its typing and live shares.
     /// Called on the connection's loop when it closes.
-    public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard) {
+    public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard, deflate: Bool = false) {
         let now = clock.monotonicMs()
         let (leaves, endedShares, typingDeadline) = state.withLockedValue { s in
             s.directory.unregister(id)
+            if deflate { s.deflateClients -= 1 }
             s.sids.removeValue(forKey: sid)
             let leaves = s.rooms.leaveAll(connection: id)
             s.typing.connectionClosed(id, now: now)
@@ -157,7 +162,7 @@ public final class Hub: Sendable {
     private func broadcastPresence(_ name: String, room: String, user: String, ts: Int64, exclude: ConnectionID?) {
         let payload = JSONValue.object([("room", .string(room)), ("user", .string(user)), ("from", .string(user)), ("ts", .int(ts))])
         let key = OutboundQueue<OutboundMessage>.CoalesceKey(event: "presence", room: room, user: user)
-        publish(room: room, message: OutboundMessage(bytes: OutboundMessage.event(name, payload), coalesceKey: key), excludeConnection: exclude, excludeUser: nil)
+        publish(room: room, name: name, payload: payload, excludeConnection: exclude, coalesceKey: key)
     }
 
     // MARK: Fan-out
@@ -166,24 +171,25 @@ public final class Hub: Sendable {
     /// (room members minus the excluded).
     @discardableResult
     public func publish(room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false) -> Int {
-        let (partitions, count) = roomTargets(room)
+        let (partitions, count, deflateClients) = state.withLockedValue { s in
+            (s.rooms.partitions(room: room), s.rooms.memberCount(room: room), s.deflateClients)
+        }
         // Nobody else in the room: do not even encode.
         let others = excludeConnection == nil ? count : count - 1
         guard others > 0 else { return 0 }
-        let message = OutboundMessage(bytes: OutboundMessage.event(name, payload), coalesceKey: coalesceKey, durable: durable)
+        let message = makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: deflateClients)
         deliver(room: room, message: message, partitions: partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
         return others
     }
 
-    @discardableResult
-    public func publish(room: String, message: OutboundMessage, excludeConnection: ConnectionID?, excludeUser: String?) -> Int {
-        let (partitions, count) = roomTargets(room)
-        deliver(room: room, message: message, partitions: partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
-        return excludeConnection == nil ? count : max(0, count - 1)
-    }
-
-    private func roomTargets(_ room: String) -> ([Int], Int) {
-        state.withLockedValue { s in (s.rooms.partitions(room: room), s.rooms.memberCount(room: room)) }
+    /// Encodes an event once; compresses it once too when deflate clients are connected and
+    /// it is over the threshold.
+    private func makeMessage(_ name: String, _ payload: JSONValue, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, deflateClients: Int) -> OutboundMessage {
+        var message = OutboundMessage(bytes: OutboundMessage.event(name, payload), coalesceKey: coalesceKey, durable: durable)
+        if deflateClients > 0, message.bytes.readableBytes >= configuration.deflateThresholdBytes {
+            message.compressed = deflaters.compress(message.bytes)
+        }
+        return message
     }
 
     /// One hop per partition: inline for the caller's loop, one `execute` for any other.
@@ -203,10 +209,11 @@ public final class Hub: Sendable {
     /// Delivers an event to every connected device of `user`. Returns the number of sockets.
     @discardableResult
     public func publish(user: String, name: String, payload: JSONValue, durable: Bool = false) -> Int {
-        let message = OutboundMessage(bytes: OutboundMessage.event(name, payload), durable: durable)
-        let (partitions, count) = state.withLockedValue { s in
-            (s.directory.partitions(of: user), s.directory.connections(of: user).count)
+        let (partitions, count, deflateClients) = state.withLockedValue { s in
+            (s.directory.partitions(of: user), s.directory.connections(of: user).count, s.deflateClients)
         }
+        guard count > 0 else { return 0 }
+        let message = makeMessage(name, payload, durable: durable, deflateClients: deflateClients)
         for p in partitions {
             let shard = shards[p]
             if shard.eventLoop.inEventLoop {
@@ -221,13 +228,13 @@ public final class Hub: Sendable {
     /// Forwards a committed receipt to its room and to every device of the message's author,
     /// the author's devices outside the room included (each socket gets it once).
     public func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
-        let (roomPartitions, roomMembers, authorPartitions) = state.withLockedValue { s in
-            (s.rooms.partitions(room: receipt.room), s.rooms.memberCount(room: receipt.room), s.directory.partitions(of: receipt.authorID))
+        let (roomPartitions, roomMembers, authorPartitions, deflateClients) = state.withLockedValue { s in
+            (s.rooms.partitions(room: receipt.room), s.rooms.memberCount(room: receipt.room), s.directory.partitions(of: receipt.authorID), s.deflateClients)
         }
         // The sender alone in the room and the author offline: nothing to encode.
         if authorPartitions.isEmpty && roomMembers <= (excludeConnection == nil ? 0 : 1) { return }
         let payload = receipt.json.setting("from", to: .string(receipt.userID))
-        let message = OutboundMessage(bytes: OutboundMessage.event(receipt.kind.eventName, payload), durable: true)
+        let message = makeMessage(receipt.kind.eventName, payload, durable: true, deflateClients: deflateClients)
         for p in Set(roomPartitions).union(authorPartitions).sorted() {
             let shard = shards[p]
             let deliver: @Sendable () -> Void = {

@@ -13,6 +13,19 @@ public final class LoopShard: @unchecked Sendable {
     private var users: [String: [ConnectionID: any ConnectionSink]] = [:]
     private var userOf: [ConnectionID: String] = [:]
 
+    /// Decompresses this loop's permessage-deflate messages (one at a time: the loop is single-threaded).
+    let inflater = MessageInflater()
+    private var deflaters: [Int: MessageDeflater] = [:]
+
+    /// A deflater for clients that limited the server's window (`server_max_window_bits`).
+    func deflater(windowBits: Int) -> MessageDeflater {
+        eventLoop.preconditionInEventLoop()
+        if let d = deflaters[windowBits] { return d }
+        let d = MessageDeflater(windowBits: windowBits)
+        deflaters[windowBits] = d
+        return d
+    }
+
     init(index: Int, eventLoop: any EventLoop) {
         self.index = index
         self.eventLoop = eventLoop

@@ -9,6 +9,9 @@ public struct OutboundMessage: Sendable {
     public var coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey?
     /// A durable event (receipt forward): never dropped silently.
     public var durable: Bool
+    /// The permessage-deflate payload (full window, no context takeover), computed once per
+    /// fan-out when deflate clients are connected and the message is over the threshold.
+    public var compressed: ByteBuffer?
 
     public init(bytes: ByteBuffer, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false) {
         self.bytes = bytes

@@ -1,0 +1,15 @@
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// A few deflaters shared by all loops: a fanned-out message is compressed once, by whichever
+/// thread publishes it, and the same compressed bytes go to every deflate recipient.
+final class DeflaterPool: @unchecked Sendable {
+    private let lock = NIOLock()
+    private var free: [MessageDeflater] = []
+
+    func compress(_ input: ByteBuffer, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+        let deflater = lock.withLock { free.popLast() } ?? MessageDeflater()
+        defer { lock.withLock { free.append(deflater) } }
+        return deflater.compress(input, allocator: allocator)
+    }
+}

@@ -1,0 +1,104 @@
+import NIOCore
+import NIOWebSocket
+
+/// Turns a client's WebSocket frames into whole messages, enforcing RFC 6455 (masking, reserved
+/// bits, fragmentation, close codes, UTF-8) and RFC 7692 (compressed messages), with a cap on
+/// the message size before and after decompression. Shared by the Engine.IO sessions and the
+/// echo endpoint, so the conformance suite tests the same code that carries events.
+struct WebSocketMessageReader {
+    enum Output {
+        case none
+        /// A complete message: text (valid UTF-8) or binary, decompressed.
+        case message(WebSocketOpcode, ByteBuffer)
+        case ping(ByteBuffer)
+        case pong
+        /// The peer closed: answer with this code (its own, echoed) and close.
+        case peerClosed(UInt16)
+        /// The peer broke the protocol: close with this code.
+        case fail(UInt16, String)
+    }
+
+    let maxMessageBytes: Int
+    /// Set when permessage-deflate was negotiated.
+    let inflater: MessageInflater?
+    private var fragments: ByteBuffer?
+    private var fragmentOpcode: WebSocketOpcode = .text
+    private var fragmentCompressed = false
+
+    init(maxMessageBytes: Int, inflater: MessageInflater?) {
+        self.maxMessageBytes = maxMessageBytes
+        self.inflater = inflater
+    }
+
+    mutating func read(_ frame: WebSocketFrame, allocator: ByteBufferAllocator) -> Output {
+        guard frame.maskKey != nil else { return .fail(CloseCode.protocolError, "client frames must be masked") }
+        guard !frame.rsv2, !frame.rsv3 else { return .fail(CloseCode.protocolError, "reserved bits set") }
+        if frame.rsv1 {
+            // RSV1 marks a compressed message: only with permessage-deflate, only on its first frame.
+            guard inflater != nil, frame.opcode == .text || frame.opcode == .binary else {
+                return .fail(CloseCode.protocolError, "reserved bit set without an extension")
+            }
+        }
+        switch frame.opcode {
+        case .text, .binary:
+            guard fragments == nil else { return .fail(CloseCode.protocolError, "new message before the previous one finished") }
+            if frame.fin { return finish(frame.unmaskedData, opcode: frame.opcode, compressed: frame.rsv1, allocator: allocator) }
+            fragmentOpcode = frame.opcode
+            fragmentCompressed = frame.rsv1
+            fragments = frame.unmaskedData
+            return checkSize()
+        case .continuation:
+            guard var buffer = fragments else { return .fail(CloseCode.protocolError, "continuation without a message") }
+            var data = frame.unmaskedData
+            buffer.writeBuffer(&data)
+            fragments = buffer
+            if case .fail(let c, let r) = checkSize() { return .fail(c, r) }
+            guard frame.fin else { return .none }
+            fragments = nil
+            return finish(buffer, opcode: fragmentOpcode, compressed: fragmentCompressed, allocator: allocator)
+        case .ping:
+            return .ping(frame.unmaskedData)
+        case .pong:
+            return .pong
+        case .connectionClose:
+            var data = frame.unmaskedData
+            if data.readableBytes == 0 { return .peerClosed(CloseCode.normal) }
+            guard data.readableBytes >= 2, let code = data.readInteger(as: UInt16.self), CloseCode.isValidReceived(code) else {
+                return .fail(CloseCode.protocolError, "invalid close code")
+            }
+            if data.readableBytes > 0, String(validating: data.readableBytesView, as: UTF8.self) == nil {
+                return .fail(CloseCode.invalidPayloadData, "invalid UTF-8 in close reason")
+            }
+            return .peerClosed(code)
+        default:
+            return .fail(CloseCode.protocolError, "unknown opcode")
+        }
+    }
+
+    private mutating func checkSize() -> Output {
+        if let f = fragments, f.readableBytes > maxMessageBytes {
+            fragments = nil
+            return .fail(CloseCode.messageTooBig, "message exceeds maxPayload")
+        }
+        return .none
+    }
+
+    private func finish(_ buffer: ByteBuffer, opcode: WebSocketOpcode, compressed: Bool, allocator: ByteBufferAllocator) -> Output {
+        guard buffer.readableBytes <= maxMessageBytes else { return .fail(CloseCode.messageTooBig, "message exceeds maxPayload") }
+        var message = buffer
+        if compressed, let inflater {
+            do throws(MessageInflater.InflateError) {
+                message = try inflater.decompress(buffer, maxBytes: maxMessageBytes, allocator: allocator)
+            } catch {
+                switch error {
+                case .tooLarge: return .fail(CloseCode.messageTooBig, "decompressed message exceeds maxPayload")
+                case .corrupt: return .fail(CloseCode.invalidPayloadData, "invalid compressed data")
+                }
+            }
+        }
+        if opcode == .text, String(validating: message.readableBytesView, as: UTF8.self) == nil {
+            return .fail(CloseCode.invalidPayloadData, "invalid UTF-8")
+        }
+        return .message(opcode, message)
+    }
+}
