@@ -70,6 +70,7 @@ final class Harness {
             let users: [String: AuthenticatedUser] = [
                 "alice": AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max),
                 "bob": AuthenticatedUser(userID: "bob", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max),
+                "carol": AuthenticatedUser(userID: "carol", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max),
             ]
             if let user = users[token] { return loop.makeSucceededFuture(.success(user)) }
             return loop.makeSucceededFuture(.failure(RelayError(.tokenBadSignature)))
