@@ -21,11 +21,17 @@ public final class RelayServer: Sendable {
     public static func make(configuration: RelayConfiguration, logger: Logger, clock: RelayClock = .system) async throws -> RelayServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
         let loops = Array(group.makeIterator())
-        let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, logger: logger)
+        let metrics = RelayMetrics()
+        let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, metrics: metrics, logger: logger)
         let verifier = try await TokenVerifier(algorithm: configuration.jwt, leewaySeconds: configuration.jwtLeewaySeconds)
         var options = SQLiteReceiptStore.Options()
         options.retentionDays = configuration.receiptsRetentionDays
         options.maxBatch = configuration.receiptsMaxBatch
+        options.onCommit = { batch, new, nanoseconds in
+            metrics.receiptCommit.recordNanoseconds(nanoseconds)
+            metrics.receiptBatch.record(batch)
+            metrics.receiptsStored.increment(by: Int64(new))
+        }
         let store = try SQLiteReceiptStore(path: configuration.databasePath, options: options, logger: logger)
         let context = RelayContext(configuration: configuration, hub: hub, verifier: verifier, receipts: store, logger: logger)
         return RelayServer(context: context, group: group, ownsGroup: true, store: store)
@@ -61,6 +67,7 @@ public final class RelayServer: Sendable {
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        relay.hub.startLagMonitor()
         channelBox.withLockedValue { $0 = channel }
     }
 

@@ -27,6 +27,9 @@ enum ReceiptSchema {
             // Retention walks the lowest ids instead; one index fewer to update per receipt.
             try db.execute(sql: "DROP INDEX IF EXISTS receipt_ts")
         }
+        migrator.registerMigration("v3-health") { db in
+            try db.execute(sql: "CREATE TABLE health (id INTEGER PRIMARY KEY CHECK (id = 1), ts INTEGER NOT NULL)")
+        }
         return migrator
     }
 }

@@ -29,4 +29,6 @@ public protocol ReceiptStore: Sendable {
     func sync(authorID: String, since: Int64, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]>
     /// Receipts of one message, ascending.
     func receipts(messageID: String, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]>
+    /// Succeeds when a write transaction can commit (readiness).
+    func checkWritable(on eventLoop: any EventLoop) -> EventLoopFuture<Void>
 }

@@ -114,6 +114,7 @@ final class ReceiptWriter: @unchecked Sendable {
 
     private func commit(_ batch: [Pending]) {
         let results: Result<[RecordedReceipt], Error>
+        let started = DispatchTime.now().uptimeNanoseconds
         do {
             let recorded = try pool.write { db -> [RecordedReceipt] in
                 let insert = try db.cachedStatement(
@@ -137,6 +138,7 @@ final class ReceiptWriter: @unchecked Sendable {
                 return out
             }
             results = .success(recorded)
+            options.onCommit?(batch.count, recorded.filter(\.isNew).count, Int64(DispatchTime.now().uptimeNanoseconds - started))
         } catch {
             logger.error("receipt commit failed", metadata: ["error": "\(error)", "batch": "\(batch.count)"])
             results = .failure(error)

@@ -18,6 +18,8 @@ public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
         public var retentionDays: Int?
         /// How often retention runs, seconds.
         public var pruneIntervalSeconds = 3600
+        /// Called after each committed batch with its size, new receipts and commit time (ns).
+        public var onCommit: (@Sendable (_ batch: Int, _ new: Int, _ nanoseconds: Int64) -> Void)?
         public init() {}
     }
 
@@ -80,6 +82,20 @@ public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
     static func receipt(from row: Row) -> Receipt? {
         guard let kind = ReceiptKind(rawValue: row["kind"]) else { return nil }
         return Receipt(id: row["id"], room: row["room"], messageID: row["message_id"], authorID: row["author_id"], userID: row["user_id"], kind: kind, ts: row["ts"])
+    }
+
+    /// Readiness: a real write transaction on the database (disk full, read-only, locked → fails).
+    public func checkWritable(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let pool = self.pool
+        return readers.runIfActive(eventLoop: eventLoop) {
+            do {
+                try pool.write { db in
+                    try db.execute(sql: "INSERT OR REPLACE INTO health (id, ts) VALUES (1, ?)", arguments: [Int64(Date().timeIntervalSince1970 * 1000)])
+                }
+            } catch {
+                throw ReceiptStoreError.unavailable(String(describing: error))
+            }
+        }
     }
 
     /// Commits what is pending, then stops the writer and the readers.

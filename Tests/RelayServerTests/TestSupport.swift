@@ -39,6 +39,7 @@ final class ControlledReceiptStore: ReceiptStore, @unchecked Sendable {
     func receipts(messageID: String, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
         eventLoop.makeSucceededFuture([])
     }
+    func checkWritable(on eventLoop: any EventLoop) -> EventLoopFuture<Void> { eventLoop.makeSucceededVoidFuture() }
     /// Completes the oldest pending write as committed with cursor `id`.
     func commitNext(id: Int64) {
         let p = lock.withLock { _pending.removeFirst() }

@@ -51,6 +51,8 @@ extension EngineIOHandler {
         let token = packet.data?["token"]?.stringValue ?? handshake.queryToken ?? handshake.bearerToken ?? ""
         let now = hub.clock.monotonicMs()
         guard relay.admission.mayAuthenticate(ip: handshake.remoteIP, now: now) else {
+            hub.metrics.authFailure(.authRateLimited)
+            hub.metrics.connectsRefused.increment()
             refuseConnect(RelayError(.authRateLimited), namespace: "/")
             return
         }
@@ -67,15 +69,20 @@ extension EngineIOHandler {
         switch result {
         case .failure(let error):
             relay.admission.recordAuthFailure(ip: handshake.remoteIP, now: hub.clock.monotonicMs())
+            hub.metrics.authFailure(error.code)
+            hub.metrics.connectsRefused.increment()
             relay.logger.info("auth failed", metadata: ["ip": "\(handshake.remoteIP)", "code": "\(error.code.rawValue)"])
             refuseConnect(error, namespace: "/")
         case .success(let user):
             do throws(RelayError) {
-                try hub.register(self, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil)
+                try hub.register(self, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, ip: handshake.remoteIP)
             } catch {
+                hub.metrics.authFailure(error.code)
+                hub.metrics.connectsRefused.increment()
                 refuseConnect(error, namespace: "/")
                 return
             }
+            hub.metrics.connectsOK.increment()
             phase = .connected(user)
             connectTimeout?.cancel()
             sendText(SocketPacket(type: .connect, data: .object([("sid", .string(sid))])).encodedMessage())
@@ -92,7 +99,6 @@ extension EngineIOHandler {
     private func refuseConnect(_ error: RelayError, namespace: String) {
         sendText(SocketPacket(type: .connectError, namespace: namespace, data: connectErrorPayload(error)).encodedMessage())
         flushOutbound()
-        phase = .closed
         close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
     }
 
@@ -110,10 +116,14 @@ extension EngineIOHandler {
             sendError(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: packet.ackID)
             return
         }
+        hub.metrics.eventIn(event.name)
         do throws(RelayError) {
             let policy = try EventPolicyTable.policy(forClientEvent: event.name, customEventsEnabled: configuration.customEventsEnabled)
             guard size <= configuration.maxEventBytes else { throw RelayError(.payloadTooLarge, "events are limited to \(configuration.maxEventBytes) bytes") }
-            guard limiter.allow(policy.rateClass, now: hub.clock.monotonicMs()) else { throw RelayError(.rateLimited) }
+            guard limiter.allow(policy.rateClass, now: hub.clock.monotonicMs()) else {
+                hub.metrics.rateLimit(policy.rateClass)
+                throw RelayError(.rateLimited)
+            }
             if let reply = try dispatch(event, policy: policy, user: user) {
                 if let id = event.ackID {
                     sendText(SocketPacket.ackMessage(id: id, payload: reply))

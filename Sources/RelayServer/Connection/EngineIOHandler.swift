@@ -36,6 +36,8 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     private var needsFlush = false
     private var flushScheduled = false
     private(set) var closing = false
+    /// Why the session ends (metrics and the disconnect log line).
+    private var closeReason: String?
 
     var configuration: RelayConfiguration { relay.configuration }
     var hub: Hub { relay.hub }
@@ -79,15 +81,33 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     }
 
     private func teardown(reason: String) {
+        if case .closed = phase { return }
         pingTask?.cancel()
         pongTimeout?.cancel()
         connectTimeout?.cancel()
+        if outbound.count > 0 { hub.metrics.dropped.increment(by: Int64(outbound.count)) }
         outbound.removeAll()
+        let why = closeReason ?? "closed"
+        hub.metrics.disconnect(reason: why)
         if case .connected(let user) = phase, let shard {
             hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil)
-            relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(reason)"])
+            relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why)"])
         }
         phase = .closed
+    }
+
+    static func reason(for code: UInt16) -> String {
+        switch code {
+        case CloseCode.normal: return "client"
+        case CloseCode.goingAway: return "shutdown"
+        case CloseCode.pingTimeout: return "ping_timeout"
+        case CloseCode.connectTimeout: return "connect_timeout"
+        case CloseCode.authenticationFailed: return "auth_failed"
+        case CloseCode.kicked: return "kicked"
+        case CloseCode.slowConsumer: return "slow_consumer"
+        case CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayloadData, CloseCode.messageTooBig: return "protocol_error"
+        default: return "closed"
+        }
     }
 
     // MARK: Heartbeat
@@ -196,8 +216,11 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
             return
         }
         switch outbound.enqueue(message, bytes: message.bytes.readableBytes, key: message.coalesceKey) {
-        case .queued, .replaced: break
-        case .overflow: close(code: CloseCode.slowConsumer, reason: "slow consumer")
+        case .queued: break
+        case .replaced: hub.metrics.coalesced.increment()
+        case .overflow:
+            hub.metrics.slowConsumerCloses.increment()
+            close(code: CloseCode.slowConsumer, reason: "slow consumer")
         }
     }
 
@@ -253,6 +276,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     func close(code: UInt16, reason: String) {
         guard !closing, let context else { return }
         closing = true
+        closeReason = Self.reason(for: code)
         pingTask?.cancel()
         pongTimeout?.cancel()
         connectTimeout?.cancel()

@@ -30,6 +30,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         idleTimeout?.cancel()
+        streamTask?.cancel()
     }
 
     /// Closes a connection that does not finish a request in time (half-sent requests, idle
@@ -78,7 +79,13 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    private var streamTask: RepeatedTask?
+
     private func write(_ response: HTTPResponse, keepAlive: Bool, context: ChannelHandlerContext) {
+        if let stream = response.stream {
+            writeStream(response, stream, context: context)
+            return
+        }
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: response.contentType)
         headers.add(name: "content-length", value: String(response.body.count))
@@ -97,6 +104,37 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
         }
+    }
+
+    /// Server-sent events: chunked body, one event per interval, until the client closes.
+    private func writeStream(_ response: HTTPResponse, _ stream: HTTPResponse.EventStream, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: response.contentType)
+        headers.add(name: "cache-control", value: "no-store")
+        headers.add(name: "x-accel-buffering", value: "no")
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))), promise: nil)
+        var first = context.channel.allocator.buffer(capacity: response.body.count)
+        first.writeBytes(response.body)
+        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(first))), promise: nil)
+        let channel = context.channel
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        streamTask = context.eventLoop.scheduleRepeatedTask(initialDelay: stream.interval, delay: stream.interval) { task in
+            guard channel.isActive else {
+                task.cancel()
+                return
+            }
+            let (handler, context) = bound.value
+            let bytes = stream.chunk()
+            var buffer = channel.allocator.buffer(capacity: bytes.count)
+            buffer.writeBytes(bytes)
+            context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        streamTask?.cancel()
+        streamTask = nil
+        context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

@@ -8,6 +8,14 @@ struct HTTPResponse {
     var contentType: String
     var body: [UInt8]
     var extraHeaders: [(String, String)] = []
+    /// A server-sent-events stream: `body` is sent first, then `stream.chunk()` every
+    /// `stream.interval` until the client goes away.
+    var stream: EventStream?
+
+    struct EventStream {
+        var interval: TimeAmount
+        var chunk: @Sendable () -> [UInt8]
+    }
 
     static func json(_ status: HTTPResponseStatus, _ value: JSONValue) -> HTTPResponse {
         HTTPResponse(status: status, contentType: "application/json", body: JSONWriter.bytes(value))

@@ -9,10 +9,16 @@ struct HTTPRouter: Sendable {
     /// Answers a request; store lookups complete later on `eventLoop`.
     func route(_ request: HTTPRequest, on eventLoop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
         let query = QueryString(uri: request.head.uri)
+        if query.path.hasPrefix("/admin/v1/") {
+            guard authorized(request, key: relay.configuration.adminKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            return AdminAPI(relay: relay).handle(request, query: query, on: eventLoop)
+        }
         switch (request.method, query.path) {
         case (.GET, "/api/v1/receipts"):
             guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
             return ReceiptsEndpoint(store: relay.receipts).handle(query: query, on: eventLoop)
+        case (.GET, "/readyz"):
+            return AdminAPI(relay: relay).readiness(on: eventLoop, detailed: false)
         default:
             return eventLoop.makeSucceededFuture(route(request))
         }
@@ -30,6 +36,13 @@ struct HTTPRouter: Sendable {
             return .error(.methodNotAllowed, code: "method_not_allowed", message: "use POST")
         case (.GET, "/healthz"):
             return .json(.ok, .object([("status", "ok")]))
+        case (.GET, "/metrics"):
+            return HTTPResponse(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(MetricsEndpoint(relay: relay).render().utf8))
+        case (.GET, "/dashboard"), (.GET, "/dashboard/"):
+            var r = HTTPResponse(status: .ok, contentType: "text/html; charset=utf-8", body: Array(Dashboard.html.utf8))
+            r.extraHeaders.append(("content-security-policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:"))
+            r.extraHeaders.append(("x-frame-options", "DENY"))
+            return r
         default:
             return .error(.notFound, code: "not_found", message: "no such endpoint")
         }

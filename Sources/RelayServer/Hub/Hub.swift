@@ -18,10 +18,13 @@ public final class Hub: Sendable {
         var sids: [String: (ConnectionID, Int)] = [:]
         /// Connected clients that negotiated permessage-deflate.
         var deflateClients = 0
+        /// What the admin API shows of each connection.
+        var info: [ConnectionID: ConnectionInfo] = [:]
     }
 
     public let shards: [LoopShard]
     public let clock: RelayClock
+    public let metrics: RelayMetrics
     let configuration: RelayConfiguration
     let logger: Logger
     private let state: NIOLockedValueBox<State>
@@ -30,9 +33,10 @@ public final class Hub: Sendable {
     private let locationTimer: DeadlineScheduler
     private let deflaters = DeflaterPool()
 
-    public init(eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, logger: Logger = Logger(label: "relay.hub")) {
+    public init(eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(), logger: Logger = Logger(label: "relay.hub")) {
         precondition(!eventLoops.isEmpty)
-        self.shards = eventLoops.enumerated().map { LoopShard(index: $0.offset, eventLoop: $0.element) }
+        self.metrics = metrics
+        self.shards = eventLoops.enumerated().map { LoopShard(index: $0.offset, eventLoop: $0.element, metrics: metrics) }
         self.shardByLoop = Dictionary(uniqueKeysWithValues: eventLoops.enumerated().map { (ObjectIdentifier($0.element), $0.offset) })
         self.clock = clock
         self.configuration = configuration
@@ -61,13 +65,16 @@ public final class Hub: Sendable {
     // MARK: Connections
 
     /// Registers an authenticated connection. Called on the connection's loop.
-    public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard, deflate: Bool = false) throws(RelayError) {
+    public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, ip: String = "") throws(RelayError) {
+        let info = ConnectionInfo(sid: sid, user: user, ip: ip, connectedAtMs: clock.wallMs(), deflate: deflate, loop: shard.index)
         do throws(ConnectionDirectory.RegisterError) {
             try state.withLock { s throws(ConnectionDirectory.RegisterError) in
                 try s.directory.register(sink.connectionID, user: user, partition: shard.index)
                 s.sids[sid] = (sink.connectionID, shard.index)
+                s.info[sink.connectionID] = info
                 if deflate { s.deflateClients += 1 }
             }
+            metrics.connections.increment()
         } catch {
             switch error {
             case .tooManyForUser(let limit): throw RelayError(.tooManyConnections, "at most \(limit) connections per user")
@@ -84,6 +91,7 @@ public final class Hub: Sendable {
         let (leaves, endedShares, typingDeadline) = state.withLockedValue { s in
             s.directory.unregister(id)
             if deflate { s.deflateClients -= 1 }
+            s.info.removeValue(forKey: id)
             s.sids.removeValue(forKey: sid)
             let leaves = s.rooms.leaveAll(connection: id)
             s.typing.connectionClosed(id, now: now)
@@ -92,6 +100,7 @@ public final class Hub: Sendable {
         }
         for leave in leaves { shard.leave(room: leave.room, id) }
         shard.remove(id)
+        metrics.connections.decrement()
         if let typingDeadline { typingTimer.schedule(at: typingDeadline) }
         let ts = clock.wallMs()
         for leave in leaves where leave.userLeftPresence {
@@ -186,6 +195,8 @@ public final class Hub: Sendable {
     /// it is over the threshold.
     private func makeMessage(_ name: String, _ payload: JSONValue, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, deflateClients: Int) -> OutboundMessage {
         var message = OutboundMessage(bytes: OutboundMessage.event(name, payload), coalesceKey: coalesceKey, durable: durable)
+        message.label = RelayMetrics.label(for: name)
+        message.createdAt = NIODeadline.now().uptimeNanoseconds
         if deflateClients > 0, message.bytes.readableBytes >= configuration.deflateThresholdBytes {
             message.compressed = deflaters.compress(message.bytes)
         }
@@ -309,8 +320,60 @@ public final class Hub: Sendable {
         state.withLockedValue { $0.sids[sid] }.map { ($0.0, shards[$0.1]) }
     }
 
+    /// A user's connections with their rooms, for the admin API.
+    public func connections(of user: String) -> [(ConnectionInfo, [String])] {
+        state.withLockedValue { s in
+            s.directory.connections(of: user).compactMap { id in
+                s.info[id].map { ($0, s.rooms.rooms(of: id).sorted()) }
+            }
+        }
+    }
+
+    /// Rooms busiest first (then by name), optionally by prefix, from `offset`.
+    public func roomsPage(prefix: String?, offset: Int, limit: Int) -> (rooms: [(room: String, members: Int, users: Int)], total: Int) {
+        state.withLockedValue { s in
+            var all = s.rooms.busiestRooms(limit: Int.max)
+            if let prefix, !prefix.isEmpty { all = all.filter { $0.room.hasPrefix(prefix) } }
+            let page = all.dropFirst(offset).prefix(limit).map { ($0.room, $0.members, s.rooms.presence(room: $0.room).count) }
+            return (Array(page), all.count)
+        }
+    }
+
+    /// Member counts of every room (the members-per-room histogram).
+    public func roomSizes() -> [Int] {
+        state.withLockedValue { s in s.rooms.busiestRooms(limit: Int.max).map(\.members) }
+    }
+
+    public var userCount: Int { state.withLockedValue { $0.directory.userCount } }
+
+    /// Closes the connection with `sid` (admin kick). `false` if there is none.
+    public func kick(sid: String, code: UInt16, reason: String) -> Bool {
+        guard let (id, shard) = locate(sid: sid) else { return false }
+        shard.eventLoop.execute { shard.sink(id)?.close(code: code, reason: reason) }
+        return true
+    }
+
     public func shutdownTimers() {
         typingTimer.cancel()
         locationTimer.cancel()
+        for task in lagTasks.withLockedValue({ $0 }) { task.cancel() }
+    }
+
+    private let lagTasks = NIOLockedValueBox<[RepeatedTask]>([])
+
+    /// Measures, on every loop, how late a 500 ms timer fires: a busy or blocked loop shows here.
+    public func startLagMonitor() {
+        let interval: Int64 = 500_000_000
+        var tasks: [RepeatedTask] = []
+        for shard in shards {
+            let last = NIOLockedValueBox<UInt64>(NIODeadline.now().uptimeNanoseconds)
+            let metrics = self.metrics
+            tasks.append(shard.eventLoop.scheduleRepeatedTask(initialDelay: .nanoseconds(interval), delay: .nanoseconds(interval)) { _ in
+                let now = NIODeadline.now().uptimeNanoseconds
+                let previous = last.withLockedValue { old in defer { old = now }; return old }
+                metrics.eventLoopLag.recordNanoseconds(max(0, Int64(now &- previous) - interval))
+            })
+        }
+        lagTasks.withLockedValue { $0 = tasks }
     }
 }

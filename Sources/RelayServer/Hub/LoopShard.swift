@@ -26,9 +26,22 @@ public final class LoopShard: @unchecked Sendable {
         return d
     }
 
-    init(index: Int, eventLoop: any EventLoop) {
+    let metrics: RelayMetrics
+
+    init(index: Int, eventLoop: any EventLoop, metrics: RelayMetrics) {
         self.index = index
         self.eventLoop = eventLoop
+        self.metrics = metrics
+    }
+
+    /// One metrics update per delivery call, however many sockets it reached.
+    private func recordDelivery(_ message: OutboundMessage, count: Int) {
+        guard count > 0 else { return }
+        metrics.deliveries.increment(by: Int64(count))
+        metrics.eventOut(label: message.label, count: count)
+        if message.createdAt > 0 {
+            metrics.fanoutLatency.recordNanoseconds(Int64(NIODeadline.now().uptimeNanoseconds &- message.createdAt))
+        }
     }
 
     public var connectionCount: Int {
@@ -76,6 +89,7 @@ public final class LoopShard: @unchecked Sendable {
             sink.flushOutbound()
             n += 1
         }
+        recordDelivery(message, count: n)
         return n
     }
 
@@ -87,6 +101,7 @@ public final class LoopShard: @unchecked Sendable {
             sink.enqueue(message)
             sink.flushOutbound()
         }
+        recordDelivery(message, count: sinks.count)
         return sinks.count
     }
 
@@ -103,6 +118,7 @@ public final class LoopShard: @unchecked Sendable {
             sink.flushOutbound()
             n += 1
         }
+        recordDelivery(message, count: n)
         return n
     }
 

@@ -12,6 +12,10 @@ public struct OutboundMessage: Sendable {
     /// The permessage-deflate payload (full window, no context takeover), computed once per
     /// fan-out when deflate clients are connected and the message is over the threshold.
     public var compressed: ByteBuffer?
+    /// The metrics label of the event (known name, `custom`, or `error`).
+    public var label: String = "custom"
+    /// When it was published (monotonic ns), for the fan-out latency metric.
+    public var createdAt: UInt64 = 0
 
     public init(bytes: ByteBuffer, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false) {
         self.bytes = bytes
