@@ -68,6 +68,7 @@ public final class RelayServer: Sendable {
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         relay.hub.startLagMonitor()
+        _ = AdminAPI.startedAt
         channelBox.withLockedValue { $0 = channel }
     }
 
@@ -133,17 +134,46 @@ public final class RelayServer: Sendable {
         try channel.pipeline.syncOperations.addHandler(httpHandler)
     }
 
-    /// Stops accepting, closes every socket with 1001, and shuts the event loops down.
+    /// Graceful shutdown: stop accepting, tell sockets to go (Engine.IO close, WebSocket 1001)
+    /// in batches at `drainRatePerSecond` so they do not all reconnect at once, commit the
+    /// receipts already received, stop the event loops. Bounded by `shutdownTimeoutMs`.
     public func shutdown() async throws {
+        let configuration = context.configuration
+        let deadline = NIODeadline.now() + .milliseconds(Int64(configuration.shutdownTimeoutMs))
         if let channel = channelBox.withLockedValue({ $0 }) {
             try? await channel.close().get()
         }
-        context.hub.shutdownTimers()
-        for shard in context.hub.shards {
+        context.logger.info("shutting down: no longer accepting; draining sockets")
+        let hub = context.hub
+        hub.shutdownTimers()
+        // Ten batches a second.
+        let batch = max(1, configuration.drainRatePerSecond / 10)
+        var drained = 0
+        while NIODeadline.now() < deadline {
+            var closedThisRound = 0
+            for shard in hub.shards {
+                let share = max(1, batch / hub.shards.count)
+                closedThisRound += (try? await shard.eventLoop.submit {
+                    let sinks = shard.allSinks().filter { !$0.isClosing }
+                    for sink in sinks.prefix(share) { sink.goAway() }
+                    return min(share, sinks.count)
+                }.get()) ?? 0
+            }
+            drained += closedThisRound
+            if closedThisRound == 0 { break }
+            try? await Task.sleep(nanoseconds: 100_000_000)
+        }
+        // Past the deadline: close whatever is left at once.
+        for shard in hub.shards {
             try? await shard.eventLoop.submit {
                 for sink in shard.allSinks() { sink.close(code: CloseCode.goingAway, reason: "server shutting down") }
             }.get()
         }
+        // Let the close frames go out (bounded by the deadline).
+        while hub.connectionCount > 0 && NIODeadline.now() < deadline {
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+        context.logger.info("drained sockets", metadata: ["count": "\(drained)"])
         // Receipts queued before the sockets closed are committed before we exit.
         await store?.close()
         if ownsGroup {

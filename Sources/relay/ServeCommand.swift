@@ -45,6 +45,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-deflate"), help: "Do not negotiate permessage-deflate.") var noDeflate = false
     @Option(name: .customLong("deflate-threshold"), help: "Messages below this many bytes go uncompressed.") var deflateThreshold = 1024
     @Option(name: .customLong("echo-path"), help: "Serve a WebSocket echo endpoint at this path (conformance tests); off by default.") var echoPath: String?
+    @Option(name: .customLong("drain-rate"), help: "Sockets told to go per second on shutdown.") var drainRate = 2_000
+    @Option(name: .customLong("shutdown-timeout"), help: "Upper bound of a graceful shutdown, ms.") var shutdownTimeout = 30_000
     @Option(name: .customLong("log-level")) var logLevel = "info"
 
     func run() async throws {
@@ -100,6 +102,8 @@ struct ServeCommand: AsyncParsableCommand {
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         config.tlsCertificatePath = tlsCert
         config.tlsKeyPath = tlsKey
+        config.drainRatePerSecond = max(1, drainRate)
+        config.shutdownTimeoutMs = max(0, shutdownTimeout)
         config.deflateEnabled = !noDeflate
         config.deflateThresholdBytes = max(0, deflateThreshold)
         if let echoPath {

@@ -15,6 +15,7 @@ final class RecordingSink: ConnectionSink {
     func enqueue(_ message: OutboundMessage) { received.append(String(buffer: message.bytes)) }
     func flushOutbound() { flushes += 1 }
     func close(code: UInt16, reason: String) { closed = code }
+    var isClosing: Bool { closed != nil }
 }
 
 final class HubTests: XCTestCase {

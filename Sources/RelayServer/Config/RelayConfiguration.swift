@@ -79,6 +79,12 @@ public struct RelayConfiguration: Sendable {
     /// Largest HTTP API request body.
     public var maxHTTPBodyBytes = 256 * 1024
 
+    // Shutdown
+    /// Sockets told to go per second during a graceful shutdown, so they do not all reconnect at once.
+    public var drainRatePerSecond = 2_000
+    /// Upper bound of a graceful shutdown; sockets still open then are closed at once.
+    public var shutdownTimeoutMs = 30_000
+
     // Typing and live location
     public var typingWindowMs: Int64 = 100
     public var typingExpiryMs: Int64 = 5_000

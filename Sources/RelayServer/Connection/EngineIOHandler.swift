@@ -36,6 +36,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     private var needsFlush = false
     private var flushScheduled = false
     private(set) var closing = false
+    var isClosing: Bool { closing }
     /// Why the session ends (metrics and the disconnect log line).
     private var closeReason: String?
 
@@ -270,6 +271,13 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
             needsFlush = true
         }
         flushOutbound()
+    }
+
+    /// Engine.IO `1` (close) then WebSocket 1001: clients reconnect with their own backoff.
+    func goAway() {
+        guard !closing else { return }
+        sendText(EnginePacket.closeFrame)
+        close(code: CloseCode.goingAway, reason: "server shutting down")
     }
 
     /// Sends a close frame with `code`, then closes the channel.

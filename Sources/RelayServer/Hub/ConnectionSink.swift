@@ -9,4 +9,12 @@ public protocol ConnectionSink: AnyObject {
     func flushOutbound()
     /// Closes the connection with a WebSocket close code and reason.
     func close(code: UInt16, reason: String)
+    /// Tells the client to go because the server is shutting down (Engine.IO close, then 1001).
+    func goAway()
+    /// A close was already started.
+    var isClosing: Bool { get }
+}
+
+extension ConnectionSink {
+    public func goAway() { close(code: 1001, reason: "server shutting down") }
 }
