@@ -41,12 +41,23 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // A small Redis client on SwiftNIO (RESP2/RESP3, pipelining, pub/sub): cluster fan-out.
+        .target(
+            name: "RelayRedis",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // SwiftNIO server: HTTP, WebSocket, Engine.IO sessions, fan-out, HTTP API.
         .target(
             name: "RelayServer",
             dependencies: [
                 "RelayCore",
                 "RelayStore",
+                "RelayRedis",
                 "CZlib",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),

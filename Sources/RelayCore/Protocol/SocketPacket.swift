@@ -42,7 +42,10 @@ public struct SocketPacket: Equatable, Sendable {
                 i += 1
                 if i - start > maxNamespaceLength { throw .invalidNamespace }
             }
-            namespace = String(decoding: bytes[start..<i], as: UTF8.self)
+            // Refuse rather than repair invalid UTF-8: each bad byte would become a 3-byte U+FFFD,
+            // so the namespace echoed back (CONNECT_ERROR) could exceed the length limit and not decode.
+            guard let validated = String(validating: bytes[start..<i], as: UTF8.self) else { throw .invalidNamespace }
+            namespace = validated
             if i < bytes.endIndex { i += 1 }  // the comma
         }
         var ackID: Int64?
@@ -60,6 +63,9 @@ public struct SocketPacket: Equatable, Sendable {
                 Result { () throws(JSONError) in try JSONParser.parse(buf, maxDepth: maxDepth) }
             }
             switch result {
+            // No packet type carries a bare number, and after an ack id one is ambiguous: `2 5`
+            // (data 5) would re-encode as `25` (ack id 5, no data).
+            case .success(.int), .success(.double): throw .invalidPayload("a Socket.IO payload is never a bare number")
             case .success(let value): data = value
             case .failure(let error): throw .invalidJSON(error)
             }

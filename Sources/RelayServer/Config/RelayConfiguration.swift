@@ -79,6 +79,12 @@ public struct RelayConfiguration: Sendable {
     /// Largest HTTP API request body.
     public var maxHTTPBodyBytes = 256 * 1024
 
+    // Cluster
+    /// `redis://host:port`: join the other nodes on this Redis (nil: a single node).
+    public var redisURL: String?
+    /// This node's id among the nodes (default: random at start).
+    public var nodeID: String?
+
     // Shutdown
     /// Sockets told to go per second during a graceful shutdown, so they do not all reconnect at once.
     public var drainRatePerSecond = 2_000

@@ -1,0 +1,244 @@
+import Foundation
+import RelayCore
+import RelayRedis
+
+/// Resolves Relay's settings from command-line flags, environment variables and a JSON config
+/// file, in that order of precedence, then validates them into a `RelayConfiguration`.
+///
+/// Every setting has one name, used everywhere: the flag `--max-payload`, the environment
+/// variable `RELAY_MAX_PAYLOAD`, the config-file key `"max-payload"`.
+public enum ConfigurationLoader {
+    public enum Kind: Sendable { case string, int, double, bool, list }
+
+    public struct Key: Sendable {
+        public var name: String
+        public var kind: Kind
+        public var secret: Bool
+        public var defaultValue: String?
+        public var help: String
+    }
+
+    /// Where a resolved value came from.
+    public enum Source: String, Sendable { case flag, environment = "env", file, `default`, generated }
+
+    public struct Resolved: Sendable {
+        public var key: Key
+        public var value: String?
+        public var source: Source
+        /// `value` with secrets replaced by `<redacted>`.
+        public var display: String { value.map { key.secret ? "<redacted>" : $0 } ?? "<unset>" }
+    }
+
+    public struct ConfigError: Error, CustomStringConvertible, Sendable {
+        public var problems: [String]
+        public var description: String { problems.joined(separator: "\n") }
+    }
+
+    public static let keys: [Key] = [
+        Key(name: "host", kind: .string, secret: false, defaultValue: "127.0.0.1", help: "address to listen on"),
+        Key(name: "port", kind: .int, secret: false, defaultValue: "8080", help: "port to listen on (0: any free port)"),
+        Key(name: "jwt-secret", kind: .string, secret: true, defaultValue: nil, help: "HS256 secret for client tokens (≥ 32 bytes); none and no public key = dev mode"),
+        Key(name: "jwt-public-key", kind: .string, secret: false, defaultValue: nil, help: "PEM file with an ES256 public key"),
+        Key(name: "api-key", kind: .string, secret: true, defaultValue: nil, help: "bearer key of the backend API (≥ 16 chars)"),
+        Key(name: "admin-key", kind: .string, secret: true, defaultValue: nil, help: "bearer key of the admin API (≥ 16 chars)"),
+        Key(name: "db", kind: .string, secret: false, defaultValue: "relay.sqlite", help: "SQLite file for receipts"),
+        Key(name: "receipts-retention-days", kind: .int, secret: false, defaultValue: "30", help: "delete older receipts (0 keeps them)"),
+        Key(name: "threads", kind: .int, secret: false, defaultValue: nil, help: "event loop threads (default: cores)"),
+        Key(name: "ping-interval", kind: .int, secret: false, defaultValue: "25000", help: "Engine.IO pingInterval, ms"),
+        Key(name: "ping-timeout", kind: .int, secret: false, defaultValue: "20000", help: "Engine.IO pingTimeout, ms"),
+        Key(name: "max-payload", kind: .int, secret: false, defaultValue: "1000000", help: "largest inbound message, bytes"),
+        Key(name: "connect-timeout", kind: .int, secret: false, defaultValue: "10000", help: "time to send CONNECT, ms"),
+        Key(name: "handshake-timeout", kind: .int, secret: false, defaultValue: "10000", help: "time to finish an HTTP request, ms"),
+        Key(name: "max-event-bytes", kind: .int, secret: false, defaultValue: "65536", help: "largest client event, bytes"),
+        Key(name: "events-per-second", kind: .double, secret: false, defaultValue: "50", help: "sustained events per second per connection"),
+        Key(name: "event-burst", kind: .double, secret: false, defaultValue: "100", help: "event burst per connection"),
+        Key(name: "rate", kind: .list, secret: false, defaultValue: nil, help: "per-kind budgets KIND=PER_SECOND[:BURST]"),
+        Key(name: "max-rooms-per-connection", kind: .int, secret: false, defaultValue: "100", help: "rooms per connection"),
+        Key(name: "max-members-per-room", kind: .int, secret: false, defaultValue: "10000", help: "members per room"),
+        Key(name: "max-connections", kind: .int, secret: false, defaultValue: "100000", help: "connections in total"),
+        Key(name: "max-connections-per-user", kind: .int, secret: false, defaultValue: "20", help: "connections per user"),
+        Key(name: "max-connections-per-ip", kind: .int, secret: false, defaultValue: "1000", help: "connections per client IP"),
+        Key(name: "allowed-origins", kind: .list, secret: false, defaultValue: nil, help: "Origins allowed to open sockets ('*': any; empty: none)"),
+        Key(name: "disable-custom-events", kind: .bool, secret: false, defaultValue: "false", help: "refuse custom events"),
+        Key(name: "typing-window-ms", kind: .int, secret: false, defaultValue: "100", help: "typing coalescing window"),
+        Key(name: "typing-expiry-ms", kind: .int, secret: false, defaultValue: "5000", help: "typing expiry"),
+        Key(name: "tls-cert", kind: .string, secret: false, defaultValue: nil, help: "PEM certificate chain (with tls-key: TLS)"),
+        Key(name: "tls-key", kind: .string, secret: false, defaultValue: nil, help: "PEM private key"),
+        Key(name: "no-deflate", kind: .bool, secret: false, defaultValue: "false", help: "do not negotiate permessage-deflate"),
+        Key(name: "deflate-threshold", kind: .int, secret: false, defaultValue: "1024", help: "smallest message compressed, bytes"),
+        Key(name: "echo-path", kind: .string, secret: false, defaultValue: nil, help: "WebSocket echo endpoint path (conformance tests)"),
+        Key(name: "drain-rate", kind: .int, secret: false, defaultValue: "2000", help: "sockets told to go per second on shutdown"),
+        Key(name: "shutdown-timeout", kind: .int, secret: false, defaultValue: "30000", help: "upper bound of a graceful shutdown, ms"),
+        Key(name: "redis", kind: .string, secret: true, defaultValue: nil, help: "redis://host:port to join a cluster of nodes"),
+        Key(name: "node-id", kind: .string, secret: false, defaultValue: nil, help: "this node's id in the cluster (default: random)"),
+        Key(name: "log-level", kind: .string, secret: false, defaultValue: "info", help: "trace, debug, info, notice, warning, error, critical"),
+        Key(name: "log-format", kind: .string, secret: false, defaultValue: "text", help: "text or json"),
+    ]
+
+    static let byName = Dictionary(uniqueKeysWithValues: keys.map { ($0.name, $0) })
+
+    /// The environment variable of a key: `RELAY_` + upper snake case.
+    public static func environmentName(_ key: String) -> String {
+        "RELAY_" + key.uppercased().replacingOccurrences(of: "-", with: "_")
+    }
+
+    /// Reads a JSON config file: an object whose keys are setting names.
+    public static func readFile(_ path: String) throws(ConfigError) -> [String: String] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw ConfigError(problems: ["cannot read config file \(path)"]) }
+        let json: JSONValue
+        do { json = try JSONParser.parse(Array(data)) } catch { throw ConfigError(problems: ["\(path): not valid JSON (\(error))"]) }
+        guard case .object(let pairs) = json else { throw ConfigError(problems: ["\(path): the config file must be a JSON object"]) }
+        var out: [String: String] = [:]
+        var problems: [String] = []
+        for (k, v) in pairs {
+            guard let key = byName[k] else {
+                problems.append("\(path): unknown setting \"\(k)\"")
+                continue
+            }
+            switch v {
+            case .string(let s): out[k] = s
+            case .int(let i): out[k] = String(i)
+            case .double(let d): out[k] = String(d)
+            case .bool(let b): out[k] = b ? "true" : "false"
+            case .array(let items) where key.kind == .list:
+                out[k] = items.compactMap { $0.stringValue }.joined(separator: ",")
+            case .null: break
+            default: problems.append("\(path): \"\(k)\" has the wrong type")
+            }
+        }
+        if !problems.isEmpty { throw ConfigError(problems: problems) }
+        return out
+    }
+
+    /// Resolves every key: flag, then environment, then file, then default.
+    public static func resolve(flags: [String: String], environment: [String: String], file: [String: String]) -> [String: Resolved] {
+        var out: [String: Resolved] = [:]
+        for key in keys {
+            if let v = flags[key.name] {
+                out[key.name] = Resolved(key: key, value: v, source: .flag)
+            } else if let v = environment[environmentName(key.name)] {
+                out[key.name] = Resolved(key: key, value: v, source: .environment)
+            } else if let v = file[key.name] {
+                out[key.name] = Resolved(key: key, value: v, source: .file)
+            } else {
+                out[key.name] = Resolved(key: key, value: key.defaultValue, source: .default)
+            }
+        }
+        return out
+    }
+
+    /// Turns resolved settings into a configuration, collecting every problem at once.
+    /// Missing secrets in dev mode are generated (and marked so).
+    public static func build(_ settings: inout [String: Resolved]) throws(ConfigError) -> (RelayConfiguration, devMode: Bool) {
+        var problems: [String] = []
+        func string(_ k: String) -> String? { settings[k]?.value.flatMap { $0.isEmpty ? nil : $0 } }
+        func int(_ k: String, min: Int = 0) -> Int? {
+            guard let s = string(k) else { return nil }
+            guard let v = Int(s), v >= min else { problems.append("\(k): expected an integer ≥ \(min), got \(s)"); return nil }
+            return v
+        }
+        func double(_ k: String) -> Double? {
+            guard let s = string(k) else { return nil }
+            guard let v = Double(s), v > 0 else { problems.append("\(k): expected a positive number, got \(s)"); return nil }
+            return v
+        }
+        func bool(_ k: String) -> Bool {
+            guard let s = string(k)?.lowercased() else { return false }
+            switch s {
+            case "true", "1", "yes", "on": return true
+            case "false", "0", "no", "off": return false
+            default: problems.append("\(k): expected true or false, got \(s)"); return false
+            }
+        }
+        func list(_ k: String) -> [String] {
+            (string(k) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+
+        let devMode = string("jwt-secret") == nil && string("jwt-public-key") == nil
+        var jwt = RelayConfiguration.JWTAlgorithm.hs256(secret: "")
+        if let path = string("jwt-public-key") {
+            if string("jwt-secret") != nil { problems.append("jwt-secret and jwt-public-key are exclusive") }
+            if let pem = try? String(contentsOfFile: path, encoding: .utf8) { jwt = .es256(publicKeyPEM: pem) } else { problems.append("jwt-public-key: cannot read \(path)") }
+        } else {
+            let secret = string("jwt-secret") ?? TokenIssuer.randomSecret()
+            if devMode { settings["jwt-secret"]?.value = secret; settings["jwt-secret"]?.source = .generated }
+            if secret.utf8.count < 32 { problems.append("jwt-secret: must be at least 32 bytes (got \(secret.utf8.count))") }
+            jwt = .hs256(secret: secret)
+        }
+        for k in ["api-key", "admin-key"] {
+            if string(k) == nil {
+                if devMode {
+                    settings[k]?.value = TokenIssuer.randomSecret(bytes: 16)
+                    settings[k]?.source = .generated
+                } else {
+                    problems.append("\(k): required outside dev mode (flag --\(k) or \(environmentName(k)))")
+                }
+            } else if string(k)!.utf8.count < 16 {
+                problems.append("\(k): must be at least 16 characters")
+            }
+        }
+        var c = RelayConfiguration(jwt: jwt, apiKey: string("api-key") ?? "", adminKey: string("admin-key") ?? "")
+        c.host = string("host") ?? "127.0.0.1"
+        if let v = int("port") { if v > 65535 { problems.append("port: at most 65535") } else { c.port = v } }
+        c.databasePath = string("db") ?? "relay.sqlite"
+        if let v = int("receipts-retention-days") { c.receiptsRetentionDays = v > 0 ? v : nil }
+        if let v = int("threads", min: 1) { c.eventLoopThreads = v }
+        if let v = int("ping-interval", min: 1) { c.pingIntervalMs = v }
+        if let v = int("ping-timeout", min: 1) { c.pingTimeoutMs = v }
+        if let v = int("max-payload", min: 16) { c.maxPayload = v }
+        if let v = int("connect-timeout", min: 1) { c.connectTimeoutMs = v }
+        if let v = int("handshake-timeout", min: 1) { c.handshakeTimeoutMs = v }
+        if let v = int("max-event-bytes", min: 16) { c.maxEventBytes = v }
+        let perSecond = double("events-per-second") ?? c.eventsPerSecond.perSecond
+        c.eventsPerSecond = .init(perSecond: perSecond, burst: double("event-burst") ?? c.eventsPerSecond.burst)
+        for spec in list("rate") {
+            let parts = spec.split(separator: "=", maxSplits: 1)
+            let numbers = parts.count == 2 ? parts[1].split(separator: ":").compactMap { Double($0) } : []
+            guard parts.count == 2, let kind = RateClass(rawValue: String(parts[0])), (1...2).contains(numbers.count), numbers.allSatisfy({ $0 > 0 }) else {
+                problems.append("rate: expected KIND=PER_SECOND[:BURST] with KIND one of \(RateClass.allCases.map(\.rawValue).joined(separator: ", ")); got \(spec)")
+                continue
+            }
+            c.eventsPerSecondByClass[kind] = .init(perSecond: numbers[0], burst: numbers.count == 2 ? numbers[1] : numbers[0] * 2)
+        }
+        if let v = int("max-rooms-per-connection", min: 1) { c.maxRoomsPerConnection = v }
+        if let v = int("max-members-per-room", min: 1) { c.maxMembersPerRoom = v }
+        if let v = int("max-connections", min: 1) { c.maxConnections = v }
+        if let v = int("max-connections-per-user", min: 1) { c.maxConnectionsPerUser = v }
+        if let v = int("max-connections-per-ip", min: 1) { c.maxConnectionsPerIP = v }
+        c.allowedOrigins = list("allowed-origins")
+        c.customEventsEnabled = !bool("disable-custom-events")
+        if let v = int("typing-window-ms", min: 1) { c.typingWindowMs = Int64(v) }
+        if let v = int("typing-expiry-ms", min: 1) { c.typingExpiryMs = Int64(v) }
+        c.tlsCertificatePath = string("tls-cert")
+        c.tlsKeyPath = string("tls-key")
+        if (c.tlsCertificatePath == nil) != (c.tlsKeyPath == nil) { problems.append("tls-cert and tls-key go together") }
+        for path in [c.tlsCertificatePath, c.tlsKeyPath].compactMap({ $0 }) where !FileManager.default.isReadableFile(atPath: path) {
+            problems.append("cannot read \(path)")
+        }
+        c.deflateEnabled = !bool("no-deflate")
+        if let v = int("deflate-threshold") { c.deflateThresholdBytes = v }
+        if let p = string("echo-path") {
+            if p.hasPrefix("/"), !p.hasPrefix("/socket.io"), !p.hasPrefix("/api/"), !p.hasPrefix("/admin/") { c.echoPath = p } else { problems.append("echo-path: a path like /echo outside /socket.io, /api and /admin") }
+        }
+        if let v = int("drain-rate", min: 1) { c.drainRatePerSecond = v }
+        if let v = int("shutdown-timeout") { c.shutdownTimeoutMs = v }
+        if let r = string("redis") {
+            if RedisEndpoint(url: r) == nil { problems.append("redis: expected redis://host:port[/db], got \(r)") } else { c.redisURL = r }
+        }
+        c.nodeID = string("node-id")
+        if let level = string("log-level"), !["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) {
+            problems.append("log-level: \(level) is not a level")
+        }
+        if let format = string("log-format"), !["text", "json"].contains(format) { problems.append("log-format: text or json") }
+        if !problems.isEmpty { throw ConfigError(problems: problems) }
+        return (c, devMode)
+    }
+
+    /// The resolved settings, one per line, secrets redacted.
+    public static func describe(_ settings: [String: Resolved]) -> String {
+        keys.compactMap { key in
+            guard let r = settings[key.name], r.value != nil || r.source != .default else { return nil }
+            return "  \(key.name) = \(r.display)  (\(r.source.rawValue))"
+        }.joined(separator: "\n")
+    }
+}

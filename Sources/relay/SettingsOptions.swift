@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+import RelayServer
+
+/// The flags of `relay serve`. All optional: an absent flag falls back to the environment,
+/// then the config file, then the default (see `ConfigurationLoader`).
+struct SettingsOptions: ParsableArguments {
+    @Option(help: "JSON config file (keys are the flag names); env RELAY_CONFIG.") var config: String?
+
+    @Option(help: "Address to listen on (default 127.0.0.1).") var host: String?
+    @Option(help: "Port to listen on; 0 picks a free one (default 8080).") var port: Int?
+    @Option(name: .customLong("jwt-secret"), help: "HS256 secret for client tokens (≥ 32 bytes). None (and no public key): dev mode.") var jwtSecret: String?
+    @Option(name: .customLong("jwt-public-key"), help: "PEM file with an ES256 public key; tokens must then be ES256.") var jwtPublicKey: String?
+    @Option(name: .customLong("api-key"), help: "Bearer key of the backend API (≥ 16 chars).") var apiKey: String?
+    @Option(name: .customLong("admin-key"), help: "Bearer key of the admin API (≥ 16 chars).") var adminKey: String?
+    @Option(help: "SQLite file for delivery receipts (default relay.sqlite).") var db: String?
+    @Option(name: .customLong("receipts-retention-days"), help: "Delete receipts older than this many days; 0 keeps them (default 30).") var receiptsRetentionDays: Int?
+    @Option(help: "Event loop threads (default: cores).") var threads: Int?
+    @Option(name: .customLong("ping-interval"), help: "Engine.IO pingInterval, ms (default 25000).") var pingInterval: Int?
+    @Option(name: .customLong("ping-timeout"), help: "Engine.IO pingTimeout, ms (default 20000).") var pingTimeout: Int?
+    @Option(name: .customLong("max-payload"), help: "Largest inbound message, bytes; larger: close 1009 (default 1000000).") var maxPayload: Int?
+    @Option(name: .customLong("connect-timeout"), help: "Time to send CONNECT after the socket opens, ms (default 10000).") var connectTimeout: Int?
+    @Option(name: .customLong("handshake-timeout"), help: "Time to finish an HTTP request or upgrade, ms (default 10000).") var handshakeTimeout: Int?
+    @Option(name: .customLong("max-event-bytes"), help: "Largest client event, bytes (default 65536).") var maxEventBytes: Int?
+    @Option(name: .customLong("events-per-second"), help: "Sustained events per second per connection (default 50).") var eventsPerSecond: Double?
+    @Option(name: .customLong("event-burst"), help: "Event burst per connection (default 100).") var eventBurst: Double?
+    @Option(name: .customLong("rate"), help: "Per-kind budget KIND=PER_SECOND[:BURST]; kinds: control, typing, reaction, location, receipt, custom. Repeatable.") var rates: [String] = []
+    @Option(name: .customLong("max-rooms-per-connection"), help: "Default 100.") var maxRoomsPerConnection: Int?
+    @Option(name: .customLong("max-members-per-room"), help: "Default 10000.") var maxMembersPerRoom: Int?
+    @Option(name: .customLong("max-connections"), help: "Default 100000.") var maxConnections: Int?
+    @Option(name: .customLong("max-connections-per-user"), help: "Default 20.") var maxConnectionsPerUser: Int?
+    @Option(name: .customLong("max-connections-per-ip"), help: "Default 1000.") var maxConnectionsPerIP: Int?
+    @Option(name: .customLong("allowed-origins"), help: "Comma-separated Origins allowed to open sockets ('*': any). Empty: only clients that send no Origin.") var allowedOrigins: String?
+    @Flag(name: .customLong("disable-custom-events"), help: "Refuse custom entity:action events.") var disableCustomEvents = false
+    @Option(name: .customLong("typing-window-ms"), help: "Typing coalescing window, ms (default 100).") var typingWindowMs: Int?
+    @Option(name: .customLong("typing-expiry-ms"), help: "A typing:start not refreshed for this long expires, ms (default 5000).") var typingExpiryMs: Int?
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; with --tls-key serves wss:// and https://.") var tlsCert: String?
+    @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
+    @Flag(name: .customLong("no-deflate"), help: "Do not negotiate permessage-deflate.") var noDeflate = false
+    @Option(name: .customLong("deflate-threshold"), help: "Messages below this many bytes go uncompressed (default 1024).") var deflateThreshold: Int?
+    @Option(name: .customLong("echo-path"), help: "Serve a WebSocket echo endpoint at this path (conformance tests); off by default.") var echoPath: String?
+    @Option(name: .customLong("drain-rate"), help: "Sockets told to go per second on shutdown (default 2000).") var drainRate: Int?
+    @Option(name: .customLong("shutdown-timeout"), help: "Upper bound of a graceful shutdown, ms (default 30000).") var shutdownTimeout: Int?
+    @Option(help: "redis://host:port[/db]: join the other relay nodes on this Redis.") var redis: String?
+    @Option(name: .customLong("node-id"), help: "This node's id in the cluster (default: random).") var nodeID: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical (default info).") var logLevel: String?
+    @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
+
+    /// The flags that were given, by setting name.
+    var given: [String: String] {
+        var f: [String: String] = [:]
+        func put(_ k: String, _ v: CustomStringConvertible?) { if let v { f[k] = v.description } }
+        put("host", host); put("port", port); put("jwt-secret", jwtSecret); put("jwt-public-key", jwtPublicKey)
+        put("api-key", apiKey); put("admin-key", adminKey); put("db", db); put("receipts-retention-days", receiptsRetentionDays)
+        put("threads", threads); put("ping-interval", pingInterval); put("ping-timeout", pingTimeout); put("max-payload", maxPayload)
+        put("connect-timeout", connectTimeout); put("handshake-timeout", handshakeTimeout); put("max-event-bytes", maxEventBytes)
+        put("events-per-second", eventsPerSecond); put("event-burst", eventBurst)
+        if !rates.isEmpty { f["rate"] = rates.joined(separator: ",") }
+        put("max-rooms-per-connection", maxRoomsPerConnection); put("max-members-per-room", maxMembersPerRoom)
+        put("max-connections", maxConnections); put("max-connections-per-user", maxConnectionsPerUser); put("max-connections-per-ip", maxConnectionsPerIP)
+        put("allowed-origins", allowedOrigins)
+        if disableCustomEvents { f["disable-custom-events"] = "true" }
+        put("typing-window-ms", typingWindowMs); put("typing-expiry-ms", typingExpiryMs)
+        put("tls-cert", tlsCert); put("tls-key", tlsKey)
+        if noDeflate { f["no-deflate"] = "true" }
+        put("deflate-threshold", deflateThreshold); put("echo-path", echoPath); put("drain-rate", drainRate); put("shutdown-timeout", shutdownTimeout)
+        put("redis", redis); put("node-id", nodeID); put("log-level", logLevel); put("log-format", logFormat)
+        return f
+    }
+
+    func resolve(environment: [String: String]) throws -> [String: ConfigurationLoader.Resolved] {
+        let file = try (config ?? environment["RELAY_CONFIG"]).map { try ConfigurationLoader.readFile($0) } ?? [:]
+        return ConfigurationLoader.resolve(flags: given, environment: environment, file: file)
+    }
+}

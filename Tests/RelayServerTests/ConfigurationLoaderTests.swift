@@ -1,0 +1,103 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import RelayCore
+import XCTest
+
+@testable import RelayServer
+
+final class ConfigurationLoaderTests: XCTestCase {
+    let secret = "0123456789abcdef0123456789abcdef"
+
+    func testPrecedenceFlagThenEnvironmentThenFileThenDefault() throws {
+        var r = ConfigurationLoader.resolve(
+            flags: ["port": "1"],
+            environment: ["RELAY_PORT": "2", "RELAY_MAX_PAYLOAD": "3000", "RELAY_JWT_SECRET": secret],
+            file: ["port": "4", "max-payload": "5000", "max-event-bytes": "6000", "api-key": "0123456789abcdef", "admin-key": "fedcba9876543210"])
+        XCTAssertEqual(r["port"]?.value, "1")
+        XCTAssertEqual(r["port"]?.source, .flag)
+        XCTAssertEqual(r["max-payload"]?.source, .environment)
+        XCTAssertEqual(r["max-event-bytes"]?.source, .file)
+        XCTAssertEqual(r["ping-interval"]?.source, .default)
+        let (c, dev) = try ConfigurationLoader.build(&r)
+        XCTAssertFalse(dev)
+        XCTAssertEqual(c.port, 1)
+        XCTAssertEqual(c.maxPayload, 3000)
+        XCTAssertEqual(c.maxEventBytes, 6000)
+        XCTAssertEqual(c.pingIntervalMs, 25_000)
+    }
+
+    func testSecretsAreRedactedWhenDescribed() throws {
+        var r = ConfigurationLoader.resolve(flags: ["jwt-secret": secret, "api-key": "api-key-0123456789", "admin-key": "admin-key-0123456789"], environment: [:], file: [:])
+        _ = try ConfigurationLoader.build(&r)
+        let text = ConfigurationLoader.describe(r)
+        XCTAssertFalse(text.contains(secret))
+        XCTAssertFalse(text.contains("api-key-0123456789"))
+        XCTAssertTrue(text.contains("jwt-secret = <redacted>  (flag)"))
+    }
+
+    func testDevModeGeneratesCredentials() throws {
+        var r = ConfigurationLoader.resolve(flags: [:], environment: [:], file: [:])
+        let (c, dev) = try ConfigurationLoader.build(&r)
+        XCTAssertTrue(dev)
+        XCTAssertEqual(r["jwt-secret"]?.source, .generated)
+        guard case .hs256(let s) = c.jwt else { return XCTFail("expected HS256") }
+        XCTAssertGreaterThanOrEqual(s.utf8.count, 32)
+        XCTAssertGreaterThanOrEqual(c.apiKey.utf8.count, 16)
+    }
+
+    func testEveryProblemIsReportedAtOnce() {
+        var r = ConfigurationLoader.resolve(
+            flags: ["jwt-secret": "short", "port": "99999", "rate": "typing=fast", "log-format": "xml", "redis": "http://x"],
+            environment: [:], file: [:])
+        XCTAssertThrowsError(try ConfigurationLoader.build(&r)) { error in
+            let problems = (error as? ConfigurationLoader.ConfigError)?.problems ?? []
+            XCTAssertTrue(problems.contains { $0.hasPrefix("jwt-secret") }, "\(problems)")
+            XCTAssertTrue(problems.contains { $0.hasPrefix("port") })
+            XCTAssertTrue(problems.contains { $0.hasPrefix("rate") })
+            XCTAssertTrue(problems.contains { $0.hasPrefix("log-format") })
+            XCTAssertTrue(problems.contains { $0.hasPrefix("redis") })
+            XCTAssertTrue(problems.contains { $0.hasPrefix("api-key") }, "keys are required outside dev mode")
+        }
+    }
+
+    func testConfigFileKeysTypesAndUnknownKeys() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("relay-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let good = dir.appendingPathComponent("good.json")
+        try #"{"port": 9000, "disable-custom-events": true, "allowed-origins": ["https://a.example", "https://b.example"], "events-per-second": 12.5}"#.write(to: good, atomically: true, encoding: .utf8)
+        let values = try ConfigurationLoader.readFile(good.path)
+        XCTAssertEqual(values["port"], "9000")
+        XCTAssertEqual(values["disable-custom-events"], "true")
+        XCTAssertEqual(values["allowed-origins"], "https://a.example,https://b.example")
+        var r = ConfigurationLoader.resolve(flags: ["jwt-secret": secret, "api-key": "0123456789abcdef", "admin-key": "0123456789abcdef"], environment: [:], file: values)
+        let (c, _) = try ConfigurationLoader.build(&r)
+        XCTAssertFalse(c.customEventsEnabled)
+        XCTAssertEqual(c.allowedOrigins, ["https://a.example", "https://b.example"])
+        XCTAssertEqual(c.eventsPerSecond.perSecond, 12.5)
+
+        let bad = dir.appendingPathComponent("bad.json")
+        try #"{"prot": 1, "port": "x"}"#.write(to: bad, atomically: true, encoding: .utf8)
+        XCTAssertThrowsError(try ConfigurationLoader.readFile(bad.path)) { error in
+            XCTAssertEqual((error as? ConfigurationLoader.ConfigError)?.problems.count, 1, "unknown key prot")
+        }
+        XCTAssertThrowsError(try ConfigurationLoader.readFile(dir.appendingPathComponent("missing.json").path))
+    }
+
+    func testJSONLogLinesCarryMetadata() {
+        let lines = NIOLockedValueBox<[String]>([])
+        var handler = JSONLogHandler(label: "relay") { line in lines.withLockedValue { $0.append(line) } }
+        handler.logLevel = .info
+        let logger = Logger(label: "relay") { _ in handler }
+        logger.info("connect", metadata: ["sid": "abc", "user": "alice"])
+        logger.debug("hidden")
+        let written = lines.withLockedValue { $0 }
+        XCTAssertEqual(written.count, 1)
+        let json = try? JSONParser.parse(written[0].trimmingCharacters(in: .newlines))
+        XCTAssertEqual(json?["message"], "connect")
+        XCTAssertEqual(json?["level"], "info")
+        XCTAssertEqual(json?["sid"], "abc")
+        XCTAssertEqual(json?["user"], "alice")
+    }
+}
