@@ -100,6 +100,21 @@ class Page:
                     raise AssertionError(f"{method}: {msg['error']}")
                 return msg["result"]
 
+    async def navigate(self, url: str, timeout: float = 30) -> None:
+        """Loads `url` and returns once its load event fired (so scripts run in a settled page)."""
+        await self.call("Page.enable")
+        self.next_id += 1
+        nav_id = self.next_id
+        await self.ws.send(json.dumps({"id": nav_id, "method": "Page.navigate", "params": {"url": url}}))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            msg = json.loads(await asyncio.wait_for(self.ws.recv(), max(0.1, deadline - loop.time())))
+            if msg.get("id") == nav_id and "error" in msg:
+                raise AssertionError(f"Page.navigate: {msg['error']}")
+            if msg.get("method") == "Page.loadEventFired":
+                return
+
     async def evaluate(self, expression: str, timeout: float = 30):
         """Evaluates JS in the page, awaiting a promise if it returns one; returns the value."""
         result = await self.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True}, timeout)

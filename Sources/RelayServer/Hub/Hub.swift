@@ -180,11 +180,12 @@ public final class Hub: Sendable {
     /// (room members minus the excluded).
     @discardableResult
     public func publish(room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false) -> Int {
-        let (partitions, count, deflateClients) = state.withLockedValue { s in
-            (s.rooms.partitions(room: room), s.rooms.memberCount(room: room), s.deflateClients)
+        let (partitions, others, deflateClients) = state.withLockedValue { s in
+            let count = s.rooms.memberCount(room: room)
+            let excluded = excludeConnection.map { s.rooms.isMember(room: room, connection: $0) } ?? false
+            return (s.rooms.partitions(room: room), excluded ? count - 1 : count, s.deflateClients)
         }
         // Nobody else in the room: do not even encode.
-        let others = excludeConnection == nil ? count : count - 1
         guard others > 0 else { return 0 }
         let message = makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: deflateClients)
         deliver(room: room, message: message, partitions: partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
@@ -239,11 +240,13 @@ public final class Hub: Sendable {
     /// Forwards a committed receipt to its room and to every device of the message's author,
     /// the author's devices outside the room included (each socket gets it once).
     public func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
-        let (roomPartitions, roomMembers, authorPartitions, deflateClients) = state.withLockedValue { s in
-            (s.rooms.partitions(room: receipt.room), s.rooms.memberCount(room: receipt.room), s.directory.partitions(of: receipt.authorID), s.deflateClients)
+        let (roomPartitions, others, authorPartitions, deflateClients) = state.withLockedValue { s in
+            let count = s.rooms.memberCount(room: receipt.room)
+            let excluded = excludeConnection.map { s.rooms.isMember(room: receipt.room, connection: $0) } ?? false
+            return (s.rooms.partitions(room: receipt.room), excluded ? count - 1 : count, s.directory.partitions(of: receipt.authorID), s.deflateClients)
         }
-        // The sender alone in the room and the author offline: nothing to encode.
-        if authorPartitions.isEmpty && roomMembers <= (excludeConnection == nil ? 0 : 1) { return }
+        // Nobody else in the room and the author offline: nothing to encode.
+        if authorPartitions.isEmpty && others == 0 { return }
         let payload = receipt.json.setting("from", to: .string(receipt.userID))
         let message = makeMessage(receipt.kind.eventName, payload, durable: true, deflateClients: deflateClients)
         for p in Set(roomPartitions).union(authorPartitions).sorted() {
