@@ -102,6 +102,15 @@ let package = Package(
         ),
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"]),
         .testTarget(
+            name: "RelayRedisTests",
+            dependencies: [
+                "RelayRedis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "RelayStoreTests",
             dependencies: [
                 "RelayStore",

@@ -34,22 +34,48 @@ private struct Model {
     struct Entry { var element: Int; var bytes: Int; var key: Queue.CoalesceKey? }
     let soft: Int, hard: Int, maxCount: Int
     var entries: [Entry] = []
-    var queuedBytes: Int { entries.reduce(0) { $0 + $1.bytes } }
+    var queuedBytes = 0
 
     mutating func enqueue(_ element: Int, bytes: Int, key: Queue.CoalesceKey?) -> Queue.EnqueueResult {
-        let total = queuedBytes
-        if let key, total + bytes > soft, let index = entries.lastIndex(where: { $0.key == key }) {
-            guard total - entries[index].bytes + bytes <= hard else { return .overflow }
+        if let key, queuedBytes + bytes > soft, let index = entries.lastIndex(where: { $0.key == key }) {
+            let total = queuedBytes - entries[index].bytes + bytes
+            guard total <= hard else { return .overflow }
             entries[index] = Entry(element: element, bytes: bytes, key: key)
+            queuedBytes = total
             return .replaced
         }
-        guard total + bytes <= hard, entries.count < maxCount else { return .overflow }
+        guard queuedBytes + bytes <= hard, entries.count < maxCount else { return .overflow }
         entries.append(Entry(element: element, bytes: bytes, key: key))
+        queuedBytes += bytes
         return .queued
     }
 
     mutating func dequeue() -> Int? {
-        entries.isEmpty ? nil : entries.removeFirst().element
+        guard !entries.isEmpty else { return nil }
+        let entry = entries.removeFirst()
+        queuedBytes -= entry.bytes
+        return entry.element
+    }
+
+    mutating func removeAll() {
+        entries.removeAll()
+        queuedBytes = 0
+    }
+}
+
+/// One executed operation, kept cheaply and only formatted when a check fails.
+private enum Step: CustomStringConvertible {
+    case enqueue(element: Int, bytes: Int, key: Int?, result: Queue.EnqueueResult)
+    case dequeue(Int?)
+    case removeAll
+
+    var description: String {
+        switch self {
+        case let .enqueue(element, bytes, key, result):
+            return "enqueue(\(element), bytes: \(bytes), key: \(key.map(String.init) ?? "nil")) -> \(result)"
+        case .dequeue(let element): return "dequeue() -> \(element.map(String.init) ?? "nil")"
+        case .removeAll: return "removeAll()"
+        }
     }
 }
 
@@ -62,12 +88,12 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let maxCount = 1 + Int(input[2] % 32)
     var queue = Queue(softLimitBytes: soft, hardLimitBytes: hard, maxCount: maxCount)
     var model = Model(soft: soft, hard: hard, maxCount: maxCount)
-    var trace: [String] = []  // for the failure message
+    var trace: [Step] = []  // for the failure message
     var next = 0
     var i = 3
 
     func fail(_ what: String) -> Never {
-        fatalError("OutboundQueue(soft: \(soft), hard: \(hard), maxCount: \(maxCount)): \(what)\nafter: \(trace.suffix(40).joined(separator: "; "))")
+        fatalError("OutboundQueue(soft: \(soft), hard: \(hard), maxCount: \(maxCount)): \(what)\nafter: \(trace.suffix(40).map(\.description).joined(separator: "; "))")
     }
 
     while i < input.count {
@@ -83,23 +109,23 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             next += 1
             let got = queue.enqueue(next, bytes: bytes, key: key)
             let want = model.enqueue(next, bytes: bytes, key: key)
-            trace.append("enqueue(\(next), bytes: \(bytes), key: \(k < keys.count ? String(k) : "nil")) -> \(got)")
+            trace.append(.enqueue(element: next, bytes: bytes, key: k < keys.count ? k : nil, result: got))
             guard got == want else { fail("enqueue returned \(got), model \(want)") }
         case 2:
             let got = queue.dequeue()
             let want = model.dequeue()
-            trace.append("dequeue() -> \(got.map(String.init) ?? "nil")")
+            trace.append(.dequeue(got))
             guard got == want else { fail("dequeue returned \(String(describing: got)), model \(String(describing: want))") }
         default:
             if (op >> 2) & 1 == 1 {
                 let got = queue.dequeue()
                 let want = model.dequeue()
-                trace.append("dequeue() -> \(got.map(String.init) ?? "nil")")
+                trace.append(.dequeue(got))
                 guard got == want else { fail("dequeue returned \(String(describing: got)), model \(String(describing: want))") }
             } else {
                 queue.removeAll()
-                model.entries.removeAll()
-                trace.append("removeAll()")
+                model.removeAll()
+                trace.append(.removeAll)
             }
         }
         guard queue.count == model.entries.count else { fail("count \(queue.count), model \(model.entries.count)") }
@@ -108,6 +134,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         guard queue.queuedBytes <= hard, queue.count <= maxCount else { fail("limits exceeded: \(queue.queuedBytes) bytes, \(queue.count) messages") }
     }
 
+    guard model.queuedBytes == model.entries.reduce(0, { $0 + $1.bytes }) else { fail("harness: model byte count drifted") }
     // Drain: exact FIFO order of what the model holds, then empty.
     while let want = model.dequeue() {
         guard let got = queue.dequeue(), got == want else { fail("drain: expected \(want)") }
