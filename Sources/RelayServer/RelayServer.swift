@@ -7,6 +7,7 @@ import NIOSSL
 import NIOWebSocket
 import RelayCore
 import RelayStore
+import RelayRedis
 
 /// The relay's listening server: one TCP listener, HTTP/1.1 for the API and the WebSocket
 /// upgrade, then an `EngineIOHandler` per socket.
@@ -22,7 +23,17 @@ public final class RelayServer: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
         let loops = Array(group.makeIterator())
         let metrics = RelayMetrics()
-        let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, metrics: metrics, logger: logger)
+        var cluster: ClusterBus?
+        if let url = configuration.redisURL, let endpoint = RedisEndpoint(url: url) {
+            let nodeID = configuration.nodeID ?? "node-" + TokenIssuer.randomSecret(bytes: 4)
+            var options = ClusterBus.Options()
+            options.heartbeatMs = configuration.clusterHeartbeatMs
+            options.nodeTTLMs = configuration.clusterHeartbeatMs * 3
+            var logger = logger
+            logger[metadataKey: "node"] = "\(nodeID)"
+            cluster = ClusterBus(nodeID: nodeID, redis: RedisClient(endpoint: endpoint, eventLoop: loops[0], logger: logger), options: options, metrics: metrics, logger: logger)
+        }
+        let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, metrics: metrics, cluster: cluster, logger: logger)
         let verifier = try await TokenVerifier(algorithm: configuration.jwt, leewaySeconds: configuration.jwtLeewaySeconds)
         var options = SQLiteReceiptStore.Options()
         options.retentionDays = configuration.receiptsRetentionDays
@@ -68,6 +79,7 @@ public final class RelayServer: Sendable {
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         relay.hub.startLagMonitor()
+        relay.hub.cluster?.start()
         _ = AdminAPI.startedAt
         channelBox.withLockedValue { $0 = channel }
     }
@@ -174,6 +186,7 @@ public final class RelayServer: Sendable {
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
         context.logger.info("drained sockets", metadata: ["count": "\(drained)"])
+        await hub.cluster?.stop()
         // Receipts queued before the sockets closed are committed before we exit.
         await store?.close()
         if ownsGroup {

@@ -43,6 +43,7 @@ struct SettingsOptions: ParsableArguments {
     @Option(name: .customLong("shutdown-timeout"), help: "Upper bound of a graceful shutdown, ms (default 30000).") var shutdownTimeout: Int?
     @Option(help: "redis://host:port[/db]: join the other relay nodes on this Redis.") var redis: String?
     @Option(name: .customLong("node-id"), help: "This node's id in the cluster (default: random).") var nodeID: String?
+    @Option(name: .customLong("cluster-heartbeat-ms"), help: "Cluster heartbeat, ms; a node silent for 3 heartbeats leaves presence (default 2000).") var clusterHeartbeatMs: Int?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical (default info).") var logLevel: String?
     @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
 
@@ -64,7 +65,7 @@ struct SettingsOptions: ParsableArguments {
         put("tls-cert", tlsCert); put("tls-key", tlsKey)
         if noDeflate { f["no-deflate"] = "true" }
         put("deflate-threshold", deflateThreshold); put("echo-path", echoPath); put("drain-rate", drainRate); put("shutdown-timeout", shutdownTimeout)
-        put("redis", redis); put("node-id", nodeID); put("log-level", logLevel); put("log-format", logFormat)
+        put("redis", redis); put("node-id", nodeID); put("cluster-heartbeat-ms", clusterHeartbeatMs); put("log-level", logLevel); put("log-format", logFormat)
         return f
     }
 

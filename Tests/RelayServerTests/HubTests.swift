@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOEmbedded
 import RelayCore
@@ -16,6 +17,14 @@ final class RecordingSink: ConnectionSink {
     func flushOutbound() { flushes += 1 }
     func close(code: UInt16, reason: String) { closed = code }
     var isClosing: Bool { closed != nil }
+}
+
+/// The value of an already-completed future (embedded loops complete them inline).
+func now<T>(_ future: EventLoopFuture<T>) throws -> T {
+    var result: Result<T, Error>?
+    future.whenComplete { result = $0 }
+    guard let result else { throw NSError(domain: "test", code: 1, userInfo: [NSLocalizedDescriptionKey: "future not completed"]) }
+    return try result.get()
 }
 
 final class HubTests: XCTestCase {
@@ -38,9 +47,9 @@ final class HubTests: XCTestCase {
         try connect(alice, user: "alice", on: shardA)
         try connect(bob, user: "bob", on: shardB)
         try connect(carol, user: "carol", on: shardB)
-        _ = try hub.join(room: "r", sink: alice, user: "alice", on: shardA)
-        _ = try hub.join(room: "r", sink: bob, user: "bob", on: shardB)
-        _ = try hub.join(room: "r", sink: carol, user: "carol", on: shardB)
+        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardB))
+        _ = try now(hub.join(room: "r", sink: carol, user: "carol", on: shardB))
         loopB.run()
         bob.received.removeAll()
         carol.received.removeAll()
@@ -60,9 +69,9 @@ final class HubTests: XCTestCase {
         try connect(alice, user: "alice", on: shardA)
         try connect(bob1, user: "bob", on: shardA)
         try connect(bob2, user: "bob", on: shardB)
-        _ = try hub.join(room: "r", sink: alice, user: "alice", on: shardA)
-        _ = try hub.join(room: "r", sink: bob1, user: "bob", on: shardA)
-        let presence = try hub.join(room: "r", sink: bob2, user: "bob", on: shardB)
+        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.join(room: "r", sink: bob1, user: "bob", on: shardA))
+        let presence = try now(hub.join(room: "r", sink: bob2, user: "bob", on: shardB))
         XCTAssertEqual(presence, [PresenceEntry(user: "alice", devices: 1), PresenceEntry(user: "bob", devices: 2)])
         loopA.run()
         loopB.run()
@@ -93,8 +102,8 @@ final class HubTests: XCTestCase {
         try connect(author1, user: "alice", on: shardA)
         try connect(author2, user: "alice", on: shardB)
         try connect(reader, user: "bob", on: shardA)
-        _ = try hub.join(room: "r", sink: author1, user: "alice", on: shardA)
-        _ = try hub.join(room: "r", sink: reader, user: "bob", on: shardA)
+        _ = try now(hub.join(room: "r", sink: author1, user: "alice", on: shardA))
+        _ = try now(hub.join(room: "r", sink: reader, user: "bob", on: shardA))
         loopA.run()
         loopB.run()
         for s in [author1, author2, reader] { s.received.removeAll() }
@@ -111,8 +120,8 @@ final class HubTests: XCTestCase {
         let alice = RecordingSink(1), bob = RecordingSink(2)
         try connect(alice, user: "alice", on: shardA)
         try connect(bob, user: "bob", on: shardA)
-        _ = try hub.join(room: "r", sink: alice, user: "alice", on: shardA)
-        _ = try hub.join(room: "r", sink: bob, user: "bob", on: shardA)
+        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardA))
         loopA.run()
         bob.received.removeAll()
         hub.typing(true, room: "r", user: "alice", connection: alice.connectionID)
@@ -142,8 +151,8 @@ final class HubTests: XCTestCase {
         let alice = RecordingSink(1), bob = RecordingSink(2)
         try connect(alice, user: "alice", on: shardA)
         try connect(bob, user: "bob", on: shardA)
-        _ = try hub.join(room: "r", sink: alice, user: "alice", on: shardA)
-        _ = try hub.join(room: "r", sink: bob, user: "bob", on: shardA)
+        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardA))
         try hub.startLiveShare(room: "r", user: "alice", connection: alice.connectionID, durationSec: 2)
         XCTAssertNoThrow(try hub.checkLiveShare(room: "r", user: "alice"))
         loopA.run()

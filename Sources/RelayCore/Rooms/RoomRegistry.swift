@@ -103,6 +103,14 @@ public struct RoomRegistry: Sendable {
 
     public func isUserPresent(room: String, user: String) -> Bool { rooms[room]?.devicesByUser[user] != nil }
 
+    /// How many of the user's connections are in the room.
+    public func devices(room: String, user: String) -> Int { rooms[room]?.devicesByUser[user] ?? 0 }
+
+    /// Every (room, user, devices) entry, for restating presence elsewhere.
+    public func allPresence() -> [(room: String, user: String, devices: Int)] {
+        rooms.flatMap { room, r in r.devicesByUser.map { (room: room, user: $0.key, devices: $0.value) } }
+    }
+
     /// The partitions that hold at least one member of the room, ascending.
     public func partitions(room: String) -> [Int] {
         guard let r = rooms[room] else { return [] }

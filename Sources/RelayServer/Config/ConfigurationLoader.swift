@@ -71,6 +71,7 @@ public enum ConfigurationLoader {
         Key(name: "shutdown-timeout", kind: .int, secret: false, defaultValue: "30000", help: "upper bound of a graceful shutdown, ms"),
         Key(name: "redis", kind: .string, secret: true, defaultValue: nil, help: "redis://host:port to join a cluster of nodes"),
         Key(name: "node-id", kind: .string, secret: false, defaultValue: nil, help: "this node's id in the cluster (default: random)"),
+        Key(name: "cluster-heartbeat-ms", kind: .int, secret: false, defaultValue: "2000", help: "cluster heartbeat; a node silent for 3 heartbeats leaves presence"),
         Key(name: "log-level", kind: .string, secret: false, defaultValue: "info", help: "trace, debug, info, notice, warning, error, critical"),
         Key(name: "log-format", kind: .string, secret: false, defaultValue: "text", help: "text or json"),
     ]
@@ -226,6 +227,7 @@ public enum ConfigurationLoader {
             if RedisEndpoint(url: r) == nil { problems.append("redis: expected redis://host:port[/db], got \(r)") } else { c.redisURL = r }
         }
         c.nodeID = string("node-id")
+        if let v = int("cluster-heartbeat-ms", min: 50) { c.clusterHeartbeatMs = Int64(v) }
         if let level = string("log-level"), !["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) {
             problems.append("log-level: \(level) is not a level")
         }

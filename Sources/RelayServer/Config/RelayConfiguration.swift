@@ -84,6 +84,8 @@ public struct RelayConfiguration: Sendable {
     public var redisURL: String?
     /// This node's id among the nodes (default: random at start).
     public var nodeID: String?
+    /// Heartbeat period; a node silent for three periods is presumed dead and leaves presence.
+    public var clusterHeartbeatMs: Int64 = 2_000
 
     // Shutdown
     /// Sockets told to go per second during a graceful shutdown, so they do not all reconnect at once.

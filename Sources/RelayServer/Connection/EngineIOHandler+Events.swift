@@ -124,7 +124,7 @@ extension EngineIOHandler {
                 hub.metrics.rateLimit(policy.rateClass)
                 throw RelayError(.rateLimited)
             }
-            if let reply = try dispatch(event, policy: policy, user: user) {
+            if let reply = try dispatch(event, policy: policy, user: user, ackID: event.ackID) {
                 if let id = event.ackID {
                     sendText(SocketPacket.ackMessage(id: id, payload: reply))
                     flushOutbound()
@@ -136,7 +136,7 @@ extension EngineIOHandler {
     }
 
     /// Runs one event. Returns the ack payload, or `nil` when the ack is sent later.
-    private func dispatch(_ event: InboundEvent, policy: EventPolicy, user: AuthenticatedUser) throws(RelayError) -> JSONValue? {
+    private func dispatch(_ event: InboundEvent, policy: EventPolicy, user: AuthenticatedUser, ackID: Int64?) throws(RelayError) -> JSONValue? {
         guard let shard else { throw RelayError(.internalError) }
         let ok = JSONValue.object([("ok", true)])
         switch event.name {
@@ -144,7 +144,8 @@ extension EngineIOHandler {
             let room = try EventValidator.room(in: event.payload)
             guard user.rooms.allows(room) else { throw RelayError(.roomNotAuthorized, "your token does not allow \(room)") }
             let presence = try hub.join(room: room, sink: self, user: user.userID, on: shard)
-            return .object([("ok", true), ("room", .string(room)), ("presence", .array(presence.map(\.json)))])
+            ackLater(presence.map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID)
+            return nil
         case "room:leave":
             let room = try EventValidator.room(in: event.payload)
             guard hub.leave(room: room, connection: connectionID, on: shard) else { throw RelayError(.notInRoom) }
@@ -154,7 +155,8 @@ extension EngineIOHandler {
             guard user.rooms.allows(room) || hub.isMember(room: room, connection: connectionID) else {
                 throw RelayError(.roomNotAuthorized, "your token does not allow \(room)")
             }
-            return .object([("ok", true), ("room", .string(room)), ("presence", .array(hub.presence(room: room).map(\.json)))])
+            ackLater(hub.presence(room: room, on: shard.eventLoop).map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID)
+            return nil
         case "typing:start", "typing:stop":
             let room = try memberRoom(event.payload)
             hub.typing(event.name == "typing:start", room: room, user: user.userID, connection: connectionID)
@@ -190,6 +192,22 @@ extension EngineIOHandler {
             let room = try memberRoom(payload)
             broadcast(event.name, payload, room: room, user: user)
             return ok
+        }
+    }
+
+    /// Sends the ack when `reply` completes (on this connection's loop).
+    private func ackLater(_ reply: EventLoopFuture<JSONValue>, ackID: Int64?) {
+        guard let ackID, let context else { return }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        reply.whenComplete { result in
+            let h = handler.value
+            switch result {
+            case .success(let payload):
+                h.sendText(SocketPacket.ackMessage(id: ackID, payload: payload))
+                h.flushOutbound()
+            case .failure:
+                h.sendError(RelayError(.internalError), event: nil, ackID: ackID)
+            }
         }
     }
 

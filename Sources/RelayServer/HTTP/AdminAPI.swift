@@ -47,13 +47,18 @@ struct AdminAPI {
 
     /// Readiness: the receipt store takes a write (and, with Redis, the link is up).
     func readiness(on loop: any EventLoop, detailed: Bool) -> EventLoopFuture<HTTPResponse> {
+        // Without Redis a node still serves its own sockets (degraded), so it stays ready and says so.
+        var redis: [(String, JSONValue)] = []
+        if let cluster = relay.hub.cluster {
+            redis = [("redis", .string(cluster.isUp ? "up" : "down")), ("degraded", .bool(!cluster.isUp)), ("node", .string(cluster.nodeID))]
+        }
         guard let store = relay.receipts else {
-            return loop.makeSucceededFuture(.json(.ok, ["ready": true, "store": "disabled"]))
+            return loop.makeSucceededFuture(.json(.ok, .object([("ready", true), ("store", "disabled")] + redis)))
         }
         return store.checkWritable(on: loop).map {
-            HTTPResponse.json(.ok, ["ready": true, "store": "ok"])
+            HTTPResponse.json(.ok, .object([("ready", true), ("store", "ok")] + redis))
         }.recover { error in
-            HTTPResponse.json(.serviceUnavailable, ["ready": false, "store": .string(detailed ? "\(error)" : "unavailable")])
+            HTTPResponse.json(.serviceUnavailable, .object([("ready", false), ("store", .string(detailed ? "\(error)" : "unavailable"))] + redis))
         }
     }
 
@@ -90,6 +95,7 @@ struct AdminAPI {
             "eventLoopLagMs": ["p99": ms(lag, 0.99)],
             "rssBytes": ProcessMemory.residentBytes().map { .int(Int64($0)) } ?? .null,
             "busiestRooms": .array(busiest),
+            "cluster": hub.cluster.map { c in ["node": .string(c.nodeID), "redis": .string(c.isUp ? "up" : "down")] } ?? .null,
         ]
     }
 

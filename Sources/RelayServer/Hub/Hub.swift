@@ -33,9 +33,13 @@ public final class Hub: Sendable {
     private let locationTimer: DeadlineScheduler
     private let deflaters = DeflaterPool()
 
-    public init(eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(), logger: Logger = Logger(label: "relay.hub")) {
+    /// The link to the other nodes, when this node runs in a cluster.
+    public let cluster: ClusterBus?
+
+    public init(eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(), cluster: ClusterBus? = nil, logger: Logger = Logger(label: "relay.hub")) {
         precondition(!eventLoops.isEmpty)
         self.metrics = metrics
+        self.cluster = cluster
         self.shards = eventLoops.enumerated().map { LoopShard(index: $0.offset, eventLoop: $0.element, metrics: metrics) }
         self.shardByLoop = Dictionary(uniqueKeysWithValues: eventLoops.enumerated().map { (ObjectIdentifier($0.element), $0.offset) })
         self.clock = clock
@@ -50,6 +54,7 @@ public final class Hub: Sendable {
             ))
         self.typingTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
         self.locationTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
+        cluster?.hub = self
         typingTimer.setAction { [weak self] in self?.flushTyping() }
         locationTimer.setAction { [weak self] in self?.expireLocations() }
     }
@@ -75,6 +80,7 @@ public final class Hub: Sendable {
                 if deflate { s.deflateClients += 1 }
             }
             metrics.connections.increment()
+            if let cluster, state.withLockedValue({ $0.directory.connections(of: user).count }) == 1 { cluster.subscribe(user: user) }
         } catch {
             switch error {
             case .tooManyForUser(let limit): throw RelayError(.tooManyConnections, "at most \(limit) connections per user")
@@ -88,7 +94,7 @@ public final class Hub: Sendable {
     /// Called on the connection's loop when it closes.
     public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard, deflate: Bool = false) {
         let now = clock.monotonicMs()
-        let (leaves, endedShares, typingDeadline) = state.withLockedValue { s in
+        let (leaves, endedShares, typingDeadline, lastOfUser) = state.withLockedValue { s in
             s.directory.unregister(id)
             if deflate { s.deflateClients -= 1 }
             s.info.removeValue(forKey: id)
@@ -96,16 +102,15 @@ public final class Hub: Sendable {
             let leaves = s.rooms.leaveAll(connection: id)
             s.typing.connectionClosed(id, now: now)
             let ended = s.locations.connectionClosed(id)
-            return (leaves, ended, s.typing.nextDeadline)
+            return (leaves, ended, s.typing.nextDeadline, s.directory.connections(of: user).isEmpty)
         }
         for leave in leaves { shard.leave(room: leave.room, id) }
         shard.remove(id)
         metrics.connections.decrement()
         if let typingDeadline { typingTimer.schedule(at: typingDeadline) }
+        if lastOfUser { cluster?.unsubscribe(user: user) }
         let ts = clock.wallMs()
-        for leave in leaves where leave.userLeftPresence {
-            broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: ts, exclude: nil)
-        }
+        for leave in leaves { presenceLeft(leave, exclude: nil) }
         for key in endedShares {
             let payload = JSONValue.object([("room", .string(key.room)), ("from", .string(key.user)), ("ts", .int(ts)), ("reason", "disconnected")])
             publish(room: key.room, name: "location:stop", payload: payload, excludeConnection: id)
@@ -117,14 +122,17 @@ public final class Hub: Sendable {
 
     // MARK: Rooms and presence
 
-    /// Joins a room; returns the presence list (the joiner included).
-    public func join(room: String, sink: any ConnectionSink, user: String, on shard: LoopShard) throws(RelayError) -> [PresenceEntry] {
+    /// Joins a room; the future (on `loop`) gives the presence list, the joiner included —
+    /// cluster-wide when the node is in a cluster and Redis is up, this node's otherwise.
+    public func join(room: String, sink: any ConnectionSink, user: String, on shard: LoopShard) throws(RelayError) -> EventLoopFuture<[PresenceEntry]> {
         let joined: RoomRegistry.JoinResult
         let presence: [PresenceEntry]
+        let devices: Int
+        let firstInRoom: Bool
         do throws(RoomRegistry.JoinError) {
-            (joined, presence) = try state.withLock { s throws(RoomRegistry.JoinError) in
+            (joined, presence, devices, firstInRoom) = try state.withLock { s throws(RoomRegistry.JoinError) in
                 let r = try s.rooms.join(room: room, connection: sink.connectionID, user: user, partition: shard.index)
-                return (r, s.rooms.presence(room: room))
+                return (r, s.rooms.presence(room: room), s.rooms.devices(room: room, user: user), s.rooms.memberCount(room: room) == 1)
             }
         } catch {
             switch error {
@@ -133,10 +141,76 @@ public final class Hub: Sendable {
             }
         }
         shard.join(room: room, sink)
-        if joined.userBecamePresent {
-            broadcastPresence("presence:join", room: room, user: user, ts: clock.wallMs(), exclude: sink.connectionID)
+        let loop = shard.eventLoop
+        guard let cluster else {
+            if joined.userBecamePresent {
+                broadcastPresence("presence:join", room: room, user: user, ts: clock.wallMs(), exclude: sink.connectionID)
+            }
+            return loop.makeSucceededFuture(presence)
         }
-        return presence
+        if firstInRoom { cluster.subscribe(room: room) }
+        if joined.alreadyMember { return self.presence(room: room, on: loop) }
+        let exclude = sink.connectionID
+        guard cluster.isUp else {
+            // Degraded: node-local presence.
+            if joined.userBecamePresent { broadcastPresence("presence:join", room: room, user: user, ts: clock.wallMs(), exclude: exclude) }
+            return loop.makeSucceededFuture(presence)
+        }
+        return cluster.updatePresence(room: room, user: user, devices: devices).map { update in
+            if update.before == 0 && update.after > 0 {
+                self.broadcastPresence("presence:join", room: room, user: user, ts: self.clock.wallMs(), exclude: exclude)
+            }
+            return update.presence
+        }.recover { _ in
+            if joined.userBecamePresent { self.broadcastPresence("presence:join", room: room, user: user, ts: self.clock.wallMs(), exclude: exclude) }
+            return presence
+        }.hop(to: loop)
+    }
+
+    /// After a connection left a room on this node: the room channel and cluster presence.
+    private func presenceLeft(_ leave: RoomRegistry.LeaveResult, exclude: ConnectionID?) {
+        guard let cluster else {
+            if leave.userLeftPresence { broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: clock.wallMs(), exclude: exclude) }
+            return
+        }
+        let (devices, roomEmpty) = state.withLockedValue { s in (s.rooms.devices(room: leave.room, user: leave.user), s.rooms.memberCount(room: leave.room) == 0) }
+        if roomEmpty { cluster.unsubscribe(room: leave.room) }
+        guard cluster.isUp else {
+            if leave.userLeftPresence { broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: clock.wallMs(), exclude: exclude) }
+            return
+        }
+        cluster.updatePresence(room: leave.room, user: leave.user, devices: devices).whenComplete { result in
+            switch result {
+            case .success(let update):
+                if update.before > 0 && update.after == 0 {
+                    self.broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: self.clock.wallMs(), exclude: exclude)
+                }
+            case .failure:
+                if leave.userLeftPresence { self.broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: self.clock.wallMs(), exclude: exclude) }
+            }
+        }
+    }
+
+    /// Restates this node's presence in Redis (after a Redis outage); users the cluster had
+    /// lost are announced again.
+    func republishPresence() {
+        guard let cluster else { return }
+        let entries = state.withLockedValue { $0.rooms.allPresence() }
+        let rooms = Set(entries.map(\.room))
+        for room in rooms { cluster.subscribe(room: room) }
+        for user in Set(entries.map(\.user)) { cluster.subscribe(user: user) }
+        for e in entries {
+            cluster.updatePresence(room: e.room, user: e.user, devices: e.devices).whenSuccess { update in
+                if update.before == 0 && update.after > 0 {
+                    self.broadcastPresence("presence:join", room: e.room, user: e.user, ts: self.clock.wallMs(), exclude: nil)
+                }
+            }
+        }
+    }
+
+    /// A dead node's user is gone from the cluster: tell the room (every node).
+    func announceClusterLeave(room: String, user: String) {
+        broadcastPresence("presence:leave", room: room, user: user, ts: clock.wallMs(), exclude: nil)
     }
 
     /// Leaves a room; `false` if the connection was not in it.
@@ -152,7 +226,7 @@ public final class Hub: Sendable {
         shard.leave(room: room, id)
         if let deadline { typingTimer.schedule(at: deadline) }
         let ts = clock.wallMs()
-        if left.userLeftPresence { broadcastPresence("presence:leave", room: room, user: left.user, ts: ts, exclude: id) }
+        presenceLeft(left, exclude: id)
         for key in ended {
             let payload = JSONValue.object([("room", .string(key.room)), ("from", .string(key.user)), ("ts", .int(ts)), ("reason", "left")])
             publish(room: key.room, name: "location:stop", payload: payload, excludeConnection: id)
@@ -164,8 +238,16 @@ public final class Hub: Sendable {
         state.withLockedValue { $0.rooms.isMember(room: room, connection: connection) }
     }
 
+    /// This node's presence in the room.
     public func presence(room: String) -> [PresenceEntry] {
         state.withLockedValue { $0.rooms.presence(room: room) }
+    }
+
+    /// The room's presence: cluster-wide when Redis is up, this node's otherwise.
+    public func presence(room: String, on loop: any EventLoop) -> EventLoopFuture<[PresenceEntry]> {
+        guard let cluster, cluster.isUp else { return loop.makeSucceededFuture(presence(room: room)) }
+        let local = presence(room: room)
+        return cluster.presence(room: room).recover { _ in local }.hop(to: loop)
     }
 
     private func broadcastPresence(_ name: String, room: String, user: String, ts: Int64, exclude: ConnectionID?) {
@@ -185,10 +267,11 @@ public final class Hub: Sendable {
             let excluded = excludeConnection.map { s.rooms.isMember(room: room, connection: $0) } ?? false
             return (s.rooms.partitions(room: room), excluded ? count - 1 : count, s.deflateClients)
         }
-        // Nobody else in the room: do not even encode.
-        guard others > 0 else { return 0 }
+        // Nobody else in the room (and no other node to tell): do not even encode.
+        guard others > 0 || cluster != nil else { return 0 }
         let message = makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: deflateClients)
         deliver(room: room, message: message, partitions: partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        cluster?.publish(room: room, message, excludeUser: excludeUser)
         return others
     }
 
@@ -224,8 +307,9 @@ public final class Hub: Sendable {
         let (partitions, count, deflateClients) = state.withLockedValue { s in
             (s.directory.partitions(of: user), s.directory.connections(of: user).count, s.deflateClients)
         }
-        guard count > 0 else { return 0 }
+        guard count > 0 || cluster != nil else { return 0 }
         let message = makeMessage(name, payload, durable: durable, deflateClients: deflateClients)
+        cluster?.publish(user: user, message)
         for p in partitions {
             let shard = shards[p]
             if shard.eventLoop.inEventLoop {
@@ -245,15 +329,39 @@ public final class Hub: Sendable {
             let excluded = excludeConnection.map { s.rooms.isMember(room: receipt.room, connection: $0) } ?? false
             return (s.rooms.partitions(room: receipt.room), excluded ? count - 1 : count, s.directory.partitions(of: receipt.authorID), s.deflateClients)
         }
-        // Nobody else in the room and the author offline: nothing to encode.
-        if authorPartitions.isEmpty && others == 0 { return }
+        // Nobody else in the room and the author offline (and no other node): nothing to encode.
+        if authorPartitions.isEmpty && others == 0 && cluster == nil { return }
         let payload = receipt.json.setting("from", to: .string(receipt.userID))
         let message = makeMessage(receipt.kind.eventName, payload, durable: true, deflateClients: deflateClients)
+        cluster?.publish(room: receipt.room, message, excludeUser: nil)
+        cluster?.publish(user: receipt.authorID, message, skipMembersOf: receipt.room)
         for p in Set(roomPartitions).union(authorPartitions).sorted() {
             let shard = shards[p]
             let deliver: @Sendable () -> Void = {
                 shard.deliver(room: receipt.room, message, excludeConnection: excludeConnection, excludeUser: nil)
                 shard.deliver(user: receipt.authorID, message, skippingMembersOf: receipt.room, excludeConnection: excludeConnection)
+            }
+            if shard.eventLoop.inEventLoop { deliver() } else { shard.eventLoop.execute(deliver) }
+        }
+    }
+
+    // MARK: From other nodes
+
+    /// An event another node published to a room: deliver to this node's members.
+    func deliverFromCluster(room: String, _ message: OutboundMessage, excludeUser: String?) {
+        let partitions = state.withLockedValue { $0.rooms.partitions(room: room) }
+        var message = message
+        message.createdAt = NIODeadline.now().uptimeNanoseconds
+        deliver(room: room, message: message, partitions: partitions, excludeConnection: nil, excludeUser: excludeUser)
+    }
+
+    /// An event another node published to a user: deliver to the user's sockets here.
+    func deliverFromCluster(user: String, _ message: OutboundMessage, skipMembersOf room: String?) {
+        let partitions = state.withLockedValue { $0.directory.partitions(of: user) }
+        for p in partitions {
+            let shard = shards[p]
+            let deliver: @Sendable () -> Void = {
+                if let room { shard.deliver(user: user, message, skippingMembersOf: room, excludeConnection: nil) } else { shard.deliver(user: user, message) }
             }
             if shard.eventLoop.inEventLoop { deliver() } else { shard.eventLoop.execute(deliver) }
         }

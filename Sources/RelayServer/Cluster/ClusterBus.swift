@@ -1,0 +1,193 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import RelayCore
+import RelayRedis
+
+/// This node's link to the other relay nodes, through Redis: per-room and per-user pub/sub
+/// channels (sharded when Redis has it), cluster-wide presence with per-node heartbeats, and
+/// the sweep that removes a dead node's presence. No home-made cluster protocol: nodes never
+/// talk to each other directly.
+public final class ClusterBus: @unchecked Sendable {
+    public struct Options: Sendable {
+        /// How often this node refreshes its heartbeat and looks for dead nodes.
+        public var heartbeatMs: Int64 = 2_000
+        /// A node whose last heartbeat is older than this is dead (its presence is removed).
+        public var nodeTTLMs: Int64 = 6_000
+        public init() {}
+    }
+
+    public let nodeID: String
+    let redis: RedisClient
+    let options: Options
+    let logger: Logger
+    let metrics: RelayMetrics
+    /// Set by the hub that owns this bus.
+    weak var hub: Hub?
+    private var heartbeatTask: RepeatedTask?
+
+    static func roomChannel(_ room: String) -> String { "relay:room:{\(room)}" }
+    static func userChannel(_ user: String) -> String { "relay:user:{\(user)}" }
+    static let nodesKey = "relay:nodes"
+
+    public init(nodeID: String, redis: RedisClient, options: Options = Options(), metrics: RelayMetrics, logger: Logger) {
+        self.nodeID = nodeID
+        self.redis = redis
+        self.options = options
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    public var isUp: Bool { redis.isUp }
+    var eventLoop: any EventLoop { redis.eventLoop }
+
+    func start() {
+        metrics.redisLinkUp.set(0)
+        redis.start(
+            onMessage: { [weak self] channel, payload in self?.received(channel: channel, payload: payload) },
+            onLinkChange: { [weak self] up in self?.linkChanged(up) })
+        heartbeatTask = eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(options.heartbeatMs), delay: .milliseconds(options.heartbeatMs)) { [weak self] _ in
+            self?.heartbeat()
+        }
+    }
+
+    func stop() async {
+        heartbeatTask?.cancel()
+        // Leave the cluster's presence at once rather than after the TTL.
+        if redis.isUp { _ = try? await sweep(node: nodeID).get() }
+        await redis.stop()
+    }
+
+    // MARK: Channels
+
+    func subscribe(room: String) { redis.subscribe([Self.roomChannel(room)]) }
+    func unsubscribe(room: String) { redis.unsubscribe([Self.roomChannel(room)]) }
+    func subscribe(user: String) { redis.subscribe([Self.userChannel(user)]) }
+    func unsubscribe(user: String) { redis.unsubscribe([Self.userChannel(user)]) }
+
+    /// Sends an encoded room event to the other nodes with members in the room.
+    func publish(room: String, _ message: OutboundMessage, excludeUser: String?) {
+        publish(Self.roomChannel(room), ClusterEnvelope(origin: nodeID, label: message.label, excludeUser: excludeUser, coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes))
+    }
+
+    /// Sends an encoded event to the user's devices on other nodes.
+    func publish(user: String, _ message: OutboundMessage, skipMembersOf room: String? = nil) {
+        publish(Self.userChannel(user), ClusterEnvelope(origin: nodeID, label: message.label, skipMembersOf: room, coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes))
+    }
+
+    private func publish(_ channel: String, _ envelope: ClusterEnvelope) {
+        guard redis.isUp else {
+            metrics.redisDegraded.increment()
+            return
+        }
+        redis.publish(channel, envelope.encode()).whenFailure { [metrics] _ in metrics.redisDegraded.increment() }
+    }
+
+    private func received(channel: String, payload: ByteBuffer) {
+        guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != nodeID, let hub else { return }
+        var message = OutboundMessage(bytes: envelope.payload, coalesceKey: envelope.coalesceKey, durable: envelope.durable)
+        message.label = envelope.label
+        if channel.hasPrefix("relay:room:{"), channel.hasSuffix("}") {
+            let room = String(channel.dropFirst("relay:room:{".count).dropLast())
+            hub.deliverFromCluster(room: room, message, excludeUser: envelope.excludeUser)
+        } else if channel.hasPrefix("relay:user:{"), channel.hasSuffix("}") {
+            let user = String(channel.dropFirst("relay:user:{".count).dropLast())
+            hub.deliverFromCluster(user: user, message, skipMembersOf: envelope.skipMembersOf)
+        }
+    }
+
+    // MARK: Presence
+
+    struct PresenceUpdate {
+        var before: Int
+        var after: Int
+        var presence: [PresenceEntry]
+    }
+
+    /// Sets this node's device count for `user` in `room`; returns the cluster totals before and
+    /// after, and the room's cluster presence.
+    func updatePresence(room: String, user: String, devices: Int) -> EventLoopFuture<PresenceUpdate> {
+        redis.send([
+            "EVAL", ClusterScripts.updatePresence, "3", "relay:presence:{\(room)}", "relay:presence-users:{\(room)}", "relay:node-rooms:\(nodeID)",
+            nodeID, user, String(devices), room,
+        ]).flatMapThrowing { reply in
+            guard let items = reply.elements, items.count == 3, let before = items[0].int, let after = items[1].int else {
+                throw RESPError.server("unexpected presence reply")
+            }
+            return PresenceUpdate(before: Int(before), after: Int(after), presence: Self.entries(items[2]))
+        }
+    }
+
+    /// The room's presence across every node.
+    func presence(room: String) -> EventLoopFuture<[PresenceEntry]> {
+        redis.send(["HGETALL", "relay:presence-users:{\(room)}"]).map(Self.entries)
+    }
+
+    /// `user → count` from a RESP3 map or a RESP2 flat array, sorted by user.
+    static func entries(_ value: RESPValue) -> [PresenceEntry] {
+        var out: [PresenceEntry] = []
+        if case .map(let pairs) = value {
+            for (k, v) in pairs { if let u = k.string, let n = v.int { out.append(PresenceEntry(user: u, devices: Int(n))) } }
+        } else if let flat = value.elements {
+            var i = 0
+            while i + 1 < flat.count {
+                if let u = flat[i].string, let n = flat[i + 1].int { out.append(PresenceEntry(user: u, devices: Int(n))) }
+                i += 2
+            }
+        }
+        return out.sorted { $0.user < $1.user }
+    }
+
+    // MARK: Liveness
+
+    private func linkChanged(_ up: Bool) {
+        metrics.redisLinkUp.set(up ? 1 : 0)
+        guard up else {
+            logger.warning("cluster degraded to node-local delivery: Redis is down")
+            return
+        }
+        logger.info("cluster link up", metadata: ["node": "\(nodeID)"])
+        heartbeat()
+        // Redis may have restarted empty, or swept this node while it could not beat: state
+        // this node's presence again (users that reappear are announced).
+        hub?.republishPresence()
+    }
+
+    private func heartbeat() {
+        guard redis.isUp else { return }
+        redis.send(["EVAL", ClusterScripts.heartbeat, "1", Self.nodesKey, nodeID, String(options.nodeTTLMs)]).whenSuccess { [weak self] reply in
+            guard let self else { return }
+            for dead in (reply.elements ?? []).compactMap(\.string) where dead != self.nodeID {
+                self.claimAndSweep(dead)
+            }
+        }
+    }
+
+    /// One surviving node (whichever takes the lock) removes a dead node's presence and
+    /// announces the users who are gone.
+    private func claimAndSweep(_ dead: String) {
+        redis.send(["SET", "relay:sweep:\(dead)", nodeID, "NX", "PX", String(options.nodeTTLMs * 5)]).whenSuccess { [weak self] reply in
+            guard let self, reply == .simpleString("OK") else { return }
+            self.logger.warning("node presumed dead; removing its presence", metadata: ["node": "\(dead)"])
+            self.sweep(node: dead).whenSuccess { gone in
+                for (room, user) in gone { self.hub?.announceClusterLeave(room: room, user: user) }
+            }
+        }
+    }
+
+    /// Removes every presence entry of `node`; returns (room, user) pairs gone from the cluster.
+    func sweep(node: String) -> EventLoopFuture<[(String, String)]> {
+        redis.send(["SMEMBERS", "relay:node-rooms:\(node)"]).flatMap { reply in
+            let rooms = (reply.elements ?? []).compactMap(\.string)
+            let futures = rooms.map { room in
+                self.redis.send(["EVAL", ClusterScripts.sweepRoom, "2", "relay:presence:{\(room)}", "relay:presence-users:{\(room)}", node])
+                    .map { r in (r.elements ?? []).compactMap(\.string).map { (room, $0) } }
+            }
+            return EventLoopFuture.whenAllSucceed(futures, on: self.eventLoop).map { $0.flatMap { $0 } }
+        }.flatMap { gone in
+            self.redis.send(["DEL", "relay:node-rooms:\(node)"]).flatMap { _ in
+                self.redis.send(["ZREM", Self.nodesKey, node])
+            }.map { _ in gone }
+        }
+    }
+}
