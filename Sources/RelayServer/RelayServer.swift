@@ -16,6 +16,7 @@ public final class RelayServer: Sendable {
     public let group: MultiThreadedEventLoopGroup
     private let ownsGroup: Bool
     private let store: SQLiteReceiptStore?
+    private let replicator: ReceiptReplicator?
     private let channelBox = NIOLockedValueBox<(any Channel)?>(nil)
 
     /// Creates a server with its own event loops (one per configured thread).
@@ -38,6 +39,7 @@ public final class RelayServer: Sendable {
         var options = SQLiteReceiptStore.Options()
         options.retentionDays = configuration.receiptsRetentionDays
         options.maxBatch = configuration.receiptsMaxBatch
+        options.replicate = cluster != nil
         options.onCommit = { batch, new, nanoseconds in
             metrics.receiptCommit.recordNanoseconds(nanoseconds)
             metrics.receiptBatch.record(batch)
@@ -45,12 +47,14 @@ public final class RelayServer: Sendable {
         }
         let store = try SQLiteReceiptStore(path: configuration.databasePath, options: options, logger: logger)
         let context = RelayContext(configuration: configuration, hub: hub, verifier: verifier, receipts: store, logger: logger)
-        return RelayServer(context: context, group: group, ownsGroup: true, store: store)
+        let replicator = cluster.map { ReceiptReplicator(store: store, redis: $0.redis, nodeID: $0.nodeID, logger: logger) }
+        return RelayServer(context: context, group: group, ownsGroup: true, store: store, replicator: replicator)
     }
 
-    init(context: RelayContext, group: MultiThreadedEventLoopGroup, ownsGroup: Bool, store: SQLiteReceiptStore?) {
+    init(context: RelayContext, group: MultiThreadedEventLoopGroup, ownsGroup: Bool, store: SQLiteReceiptStore?, replicator: ReceiptReplicator? = nil) {
         self.context = context
         self.store = store
+        self.replicator = replicator
         self.group = group
         self.ownsGroup = ownsGroup
     }
@@ -80,6 +84,7 @@ public final class RelayServer: Sendable {
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         relay.hub.startLagMonitor()
         relay.hub.cluster?.start()
+        replicator?.start()
         _ = AdminAPI.startedAt
         channelBox.withLockedValue { $0 = channel }
     }
@@ -186,6 +191,7 @@ public final class RelayServer: Sendable {
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
         context.logger.info("drained sockets", metadata: ["count": "\(drained)"])
+        replicator?.stop()
         await hub.cluster?.stop()
         // Receipts queued before the sockets closed are committed before we exit.
         await store?.close()

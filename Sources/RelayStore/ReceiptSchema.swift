@@ -30,6 +30,21 @@ enum ReceiptSchema {
         migrator.registerMigration("v3-health") { db in
             try db.execute(sql: "CREATE TABLE health (id INTEGER PRIMARY KEY CHECK (id = 1), ts INTEGER NOT NULL)")
         }
+        migrator.registerMigration("v4-cluster-replication") { db in
+            // Cluster mode: every node keeps a replica of every node's receipts. `gid` is the
+            // cluster cursor (from the Redis stream), `origin` the node that acked a receipt
+            // (NULL: this node), `replicated` whether this node's receipt reached the stream.
+            try db.execute(
+                sql: """
+                    ALTER TABLE receipt ADD COLUMN gid INTEGER;
+                    ALTER TABLE receipt ADD COLUMN origin TEXT;
+                    ALTER TABLE receipt ADD COLUMN replicated INTEGER NOT NULL DEFAULT 1;
+                    CREATE UNIQUE INDEX receipt_gid ON receipt (gid) WHERE gid IS NOT NULL;
+                    CREATE INDEX receipt_author_gid ON receipt (author_id, gid) WHERE gid IS NOT NULL;
+                    CREATE INDEX receipt_unreplicated ON receipt (id) WHERE replicated = 0;
+                    CREATE TABLE cluster_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                    """)
+        }
         return migrator
     }
 }

@@ -117,14 +117,15 @@ final class ReceiptWriter: @unchecked Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         do {
             let recorded = try pool.write { db -> [RecordedReceipt] in
+                // In a cluster, this node's receipts wait (replicated = 0) for the Redis stream.
                 let insert = try db.cachedStatement(
-                    sql: "INSERT INTO receipt (room, message_id, author_id, user_id, kind, ts) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (message_id, user_id, kind) DO NOTHING")
+                    sql: "INSERT INTO receipt (room, message_id, author_id, user_id, kind, ts, replicated) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (message_id, user_id, kind) DO NOTHING")
                 let existing = try db.cachedStatement(sql: "SELECT * FROM receipt WHERE message_id = ? AND user_id = ? AND kind = ?")
                 var out: [RecordedReceipt] = []
                 out.reserveCapacity(batch.count)
                 for p in batch {
                     let r = p.receipt
-                    try insert.execute(arguments: [r.room, r.messageID, r.authorID, r.userID, r.kind.rawValue, r.ts])
+                    try insert.execute(arguments: [r.room, r.messageID, r.authorID, r.userID, r.kind.rawValue, r.ts, options.replicate ? 0 : 1])
                     if db.changesCount > 0 {
                         out.append(RecordedReceipt(receipt: Receipt(id: db.lastInsertedRowID, r), isNew: true))
                     } else if let row = try Row.fetchOne(existing, arguments: [r.messageID, r.userID, r.kind.rawValue]),

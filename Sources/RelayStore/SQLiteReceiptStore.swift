@@ -18,6 +18,8 @@ public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
         public var retentionDays: Int?
         /// How often retention runs, seconds.
         public var pruneIntervalSeconds = 3600
+        /// Cluster mode: mark new receipts for replication through the Redis stream.
+        public var replicate = false
         /// Called after each committed batch with its size, new receipts and commit time (ns).
         public var onCommit: (@Sendable (_ batch: Int, _ new: Int, _ nanoseconds: Int64) -> Void)?
         public init() {}
@@ -25,6 +27,7 @@ public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
 
     private let pool: DatabasePool
     private let writer: ReceiptWriter
+    private let options: Options
     private let readers: NIOThreadPool
     public let path: String
 
@@ -41,6 +44,7 @@ public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
         try ReceiptSchema.migrator.migrate(pool)
         self.pool = pool
         self.path = path
+        self.options = options
         self.readers = NIOThreadPool(numberOfThreads: 2)
         self.readers.start()
         self.writer = ReceiptWriter(pool: pool, options: options, wallClockMs: wallClockMs, logger: logger)
@@ -53,9 +57,62 @@ public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
     }
 
     public func sync(authorID: String, since: Int64, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
-        read(on: eventLoop) { db in
+        if options.replicate {
+            // Cluster cursors: the `gid` every node agrees on (see ReceiptReplicator).
+            return read(on: eventLoop) { db in
+                try Self.fetch(db, sql: "SELECT gid AS id, room, message_id, author_id, user_id, kind, ts FROM receipt WHERE author_id = ? AND gid > ? ORDER BY gid LIMIT ?", arguments: [authorID, since, limit])
+            }
+        }
+        return read(on: eventLoop) { db in
             try Self.fetch(db, sql: "SELECT * FROM receipt WHERE author_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [authorID, since, limit])
         }
+    }
+
+    // MARK: Cluster replication
+
+    /// This node's receipts not yet in the Redis stream, oldest first.
+    public func pendingReplication(limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
+        read(on: eventLoop) { db in
+            try Self.fetch(db, sql: "SELECT * FROM receipt WHERE replicated = 0 ORDER BY id LIMIT ?", arguments: [limit])
+        }
+    }
+
+    public func markReplicated(_ ids: [Int64], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let pool = self.pool
+        return readers.runIfActive(eventLoop: eventLoop) {
+            try pool.write { db in
+                for id in ids { try db.execute(sql: "UPDATE receipt SET replicated = 1 WHERE id = ?", arguments: [id]) }
+            }
+        }
+    }
+
+    /// Applies receipts read from the stream (every node's, this one's included) and the stream
+    /// position, in one transaction. The first stream entry of a (messageId, userId, kind) sets
+    /// its `gid` on every node; later duplicates change nothing.
+    public func applyReplicated(_ entries: [(gid: Int64, origin: String, receipt: NewReceipt)], lastStreamID: String, on eventLoop: any EventLoop) -> EventLoopFuture<Int> {
+        let pool = self.pool
+        return readers.runIfActive(eventLoop: eventLoop) {
+            try pool.write { db -> Int in
+                let upsert = try db.cachedStatement(sql: """
+                    INSERT INTO receipt (room, message_id, author_id, user_id, kind, ts, gid, origin, replicated)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)
+                    ON CONFLICT (message_id, user_id, kind) DO UPDATE SET gid = excluded.gid WHERE receipt.gid IS NULL
+                    """)
+                var changed = 0
+                for e in entries {
+                    let r = e.receipt
+                    try upsert.execute(arguments: [r.room, r.messageID, r.authorID, r.userID, r.kind.rawValue, r.ts, e.gid, e.origin])
+                    changed += db.changesCount
+                }
+                try db.execute(sql: "INSERT INTO cluster_state (key, value) VALUES ('stream', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", arguments: [lastStreamID])
+                return changed
+            }
+        }
+    }
+
+    /// The last stream entry this node applied (`0-0` before the first).
+    public func lastStreamID(on eventLoop: any EventLoop) -> EventLoopFuture<String> {
+        read(on: eventLoop) { db in try String.fetchOne(db, sql: "SELECT value FROM cluster_state WHERE key = 'stream'") ?? "0-0" }
     }
 
     public func receipts(messageID: String, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {

@@ -1,0 +1,224 @@
+"""Two relay nodes sharing rooms through a real redis-server: cross-node fan-out, user events,
+cluster presence (a SIGKILLed node leaves it), receipts acked on one node synced on another,
+and Redis killed and restarted mid-test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+
+import pytest
+
+from conftest import RelayProcess
+from helpers import ADMIN_KEY, API_KEY, TIMEOUT, Clients, async_test, emit_api, http, mint_token
+
+HEARTBEAT_MS = 300
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server on 127.0.0.1 started and stopped by the test, by pid."""
+
+    def __init__(self, port: int, workdir):
+        self.port = port
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "RedisServer":
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is not installed: run scripts/test.sh (CI installs Debian's redis-server)"
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        ready = threading.Event()
+
+        def drain():
+            for line in self.proc.stdout:
+                if b"Ready to accept connections" in line:
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        assert ready.wait(15) and self.proc.poll() is None, "redis-server did not start"
+        return self
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+
+async def eventually(check, timeout: float = 15, what: str = "condition"):
+    """Re-checks `check()` (an async predicate that does a real round trip) until it holds,
+    bounded by `timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        if await check():
+            return
+        assert loop.time() < deadline, f"{what} did not hold within {timeout} s"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    redis = RedisServer(free_port(), tmp_path).start()
+    nodes = []
+    try:
+        for name in ("a", "b"):
+            d = tmp_path / name
+            d.mkdir()
+            nodes.append(RelayProcess(d, ["--redis", redis.url, "--node-id", f"node-{name}", "--cluster-heartbeat-ms", str(HEARTBEAT_MS)]).start())
+        yield redis, nodes[0], nodes[1]
+    finally:
+        for n in nodes:
+            n.stop()
+        redis.kill()
+
+
+async def wait_linked(*nodes):
+    for n in nodes:
+        async def up(n=n):
+            status, body = await http(n, "GET", "/admin/v1/ready", key=ADMIN_KEY)
+            return status == 200 and body.get("redis") == "up"
+        await eventually(up, what="redis link up")
+
+
+@async_test
+async def test_cross_node_rooms_users_presence_and_receipts(cluster):
+    _, a, b = cluster
+    await wait_linked(a, b)
+    room = "conversation:cluster"
+    async with Clients() as c:
+        alice = await c.connect(a, "alice")
+        bob = await c.connect(b, "bob")
+        bob_on_a = await c.connect(a, "bob", name="bob-on-a")
+        assert (await alice.join(room))["presence"] == [{"user": "alice", "devices": 1}]
+        joined = await bob.join(room)
+        assert joined["presence"] == [{"user": "alice", "devices": 1}, {"user": "bob", "devices": 1}], "cluster-wide presence"
+        await alice.expect("presence:join", user="bob", room=room)
+        # bob's second device, on the other node: no second presence:join, devices counted cluster-wide.
+        await bob_on_a.join(room)
+        listed = await bob.ok("presence:list", {"room": room})
+        assert listed["presence"] == [{"user": "alice", "devices": 1}, {"user": "bob", "devices": 2}]
+
+        # Room fan-out across nodes, both ways.
+        await alice.ok("message:reaction", {"room": room, "messageId": "m1", "emoji": "👍", "action": "add"})
+        got = await bob.expect("message:reaction", messageId="m1")
+        assert got["from"] == "alice"
+        await bob.ok("note:new", {"room": room, "text": "from b"})
+        assert (await alice.expect("note:new"))["text"] == "from b"
+        # Typing, coalesced on the origin node, reaches the other node.
+        await alice.ok("typing:start", {"room": room})
+        await bob.expect("typing:start", **{"from": "alice"})
+
+        # A user event emitted on node A reaches the user's devices on both nodes.
+        status, body = await emit_api(a, "notification:new", {"user": "bob"}, {"title": "hello"})
+        assert status == 200
+        await bob.expect("notification:new", title="hello")
+        await bob_on_a.expect("notification:new", title="hello")
+
+        # A receipt acked on node B is forwarded live to the author on node A…
+        ack = await bob.ok("message:read", {"room": room, "messageId": "m1", "authorId": "alice"})
+        assert isinstance(ack["id"], int)
+        live = await alice.expect("message:read", messageId="m1")
+        assert live["userId"] == "bob"
+
+        # …and receipt:sync on node A (and B) returns it, with the same cluster cursor.
+        async def synced(client):
+            reply = await client.call("receipt:sync", {"since": 0})
+            return reply["ok"] and [(r["messageId"], r["userId"], r["kind"]) for r in reply["receipts"]] == [("m1", "bob", "read")]
+        await eventually(lambda: synced(alice), what="receipt replicated to node A")
+        author_on_b = await c.connect(b, "alice", name="alice-on-b")
+        await eventually(lambda: synced(author_on_b), what="receipt visible on node B")
+        ra = (await alice.call("receipt:sync", {"since": 0}))["receipts"][0]
+        rb = (await author_on_b.call("receipt:sync", {"since": 0}))["receipts"][0]
+        assert ra == rb, "every node agrees on the cluster cursor"
+        assert (await alice.call("receipt:sync", {"since": ra["id"]}))["receipts"] == []
+
+        # bob's last device leaving: presence:leave on the other node.
+        await bob_on_a.ok("room:leave", {"room": room})
+        await bob.ok("room:leave", {"room": room})
+        await alice.expect("presence:leave", user="bob", room=room)
+
+
+@async_test
+async def test_sigkilled_node_leaves_presence_in_bounded_time(cluster):
+    _, a, b = cluster
+    await wait_linked(a, b)
+    room = "conversation:failover"
+    async with Clients() as c:
+        alice = await c.connect(a, "alice")
+        await alice.join(room)
+        bob = await c.connect(b, "bob")
+        await bob.join(room)
+        await alice.expect("presence:join", user="bob", room=room)
+        loop = asyncio.get_running_loop()
+        killed_at = loop.time()
+        os.kill(b.proc.pid, signal.SIGKILL)
+        # Documented bound: 3 heartbeats of silence, plus up to one heartbeat to notice.
+        await alice.expect("presence:leave", user="bob", room=room, timeout=15)
+        elapsed = loop.time() - killed_at
+        assert elapsed <= 4 * HEARTBEAT_MS / 1000 + 2, f"took {elapsed:.2f} s"
+        listed = await alice.ok("presence:list", {"room": room})
+        assert listed["presence"] == [{"user": "alice", "devices": 1}]
+
+
+@async_test
+async def test_losing_redis_degrades_to_local_and_recovers(cluster):
+    redis, a, b = cluster
+    await wait_linked(a, b)
+    room = "conversation:outage"
+    async with Clients() as c:
+        alice = await c.connect(a, "alice")
+        carol = await c.connect(a, "carol")
+        bob = await c.connect(b, "bob")
+        for cl in (alice, carol, bob):
+            await cl.join(room)
+
+        redis.kill()
+
+        async def degraded():
+            status, body = await http(a, "GET", "/admin/v1/ready", key=ADMIN_KEY)
+            return status == 200 and body["redis"] == "down" and body["degraded"] is True
+        await eventually(degraded, what="node A reports degraded")
+        # Node-local delivery goes on.
+        await alice.ok("note:new", {"room": room, "n": 1})
+        assert (await carol.expect("note:new"))["n"] == 1
+        status, metrics = await http(a, "GET", "/metrics", key=None)
+        assert "relay_redis_link_up 0" in metrics
+        degraded_count = [l for l in metrics.splitlines() if l.startswith("relay_redis_degraded_total ")]
+        assert degraded_count and float(degraded_count[0].split()[1]) >= 1
+
+        # Redis back on the same port (empty): the nodes reconnect and resubscribe by themselves.
+        redis.start()
+        await wait_linked(a, b)
+        seq = 0
+
+        async def crosses():
+            nonlocal seq
+            seq += 1
+            await alice.emit("note:new", {"room": room, "probe": seq})
+            try:
+                await bob.expect("note:new", where=lambda d: d.get("probe") == seq, timeout=0.5)
+                return True
+            except AssertionError:
+                return False
+        await eventually(crosses, what="cross-node delivery after Redis returned")
+        # Presence was restated in the new Redis.
+        listed = await bob.ok("presence:list", {"room": room})
+        assert [e["user"] for e in listed["presence"]] == ["alice", "bob", "carol"]
