@@ -10,6 +10,7 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q -r Tests/e2e/requirements.txt
+.venv/bin/python -m pip install -q -r Tests/conformance/requirements.txt
 
 swift build
 swift test "$@"

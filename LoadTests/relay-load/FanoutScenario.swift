@@ -63,6 +63,7 @@ enum Fanout {
         let expected = stats.sent * max(0, activeReaders)
         var report = Report(name)
         report.add("protocol", wire.rawValue)
+        report.add("nodes", run.connectors.count)
         report.add("sockets", conns.count)
         report.add("rooms", f.rooms)
         report.add("members_per_room", f.members)

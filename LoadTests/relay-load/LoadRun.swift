@@ -11,6 +11,8 @@ final class LoadRun: @unchecked Sendable {
     let group: MultiThreadedEventLoopGroup
     let board: StatsBoard
     let connector: Connector
+    /// One connector per node in multi-node mode.
+    let connectors: [Connector]
     private(set) var connectFailures = 0
     private(set) var connectErrors: [String: Int] = [:]
 
@@ -20,6 +22,15 @@ final class LoadRun: @unchecked Sendable {
         board = StatsBoard(group: group)
         let path = options.path ?? (options.wire == .socketio ? "/socket.io/?EIO=4&transport=websocket" : "/")
         connector = Connector(group: group, board: board, target: Target(host: options.host, port: options.port, path: path), wire: options.wire)
+        if let nodes = options.nodes {
+            let (group, board, wire) = (self.group, self.board, options.wire)
+            connectors = nodes.split(separator: ",").map { n in
+                let parts = n.split(separator: ":")
+                return Connector(group: group, board: board, target: Target(host: String(parts[0]), port: Int(parts[1])!, path: path), wire: wire)
+            }
+        } else {
+            connectors = [connector]
+        }
     }
 
     func shutdown() async {
@@ -51,9 +62,11 @@ final class LoadRun: @unchecked Sendable {
                 let src = sourceIP(i)
                 let r = room(i)
                 let obs = observer(i)
+                // Multi-node: socket i goes to node i mod N, so every room spans the nodes.
+                let connector = connectors[i % connectors.count]
                 tasks.addTask {
                     do {
-                        let c = try await self.connector.open(on: loop, token: token, room: r, sourceIP: src, observesTyping: obs).get()
+                        let c = try await connector.open(on: loop, token: token, room: r, sourceIP: src, observesTyping: obs).get()
                         return (i, c, nil)
                     } catch {
                         return (i, nil, String(describing: error).prefix(60).description)

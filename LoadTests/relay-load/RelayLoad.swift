@@ -17,6 +17,8 @@ struct RelayLoad: AsyncParsableCommand {
 struct CommonOptions: ParsableArguments {
     @Option(help: "Server host (loopback only).") var host = "127.0.0.1"
     @Option(help: "Server port.") var port = 8080
+    @Option(help: "Several relay nodes, host:port,host:port: sockets are spread over them round-robin (multi-node mode).")
+    var nodes: String?
     @Option(name: .customLong("protocol"), help: "socketio (Engine.IO v4 / Socket.IO v5) or raw (plain JSON text frames).")
     var wireName = "socketio"
     @Option(help: "WebSocket path (default: /socket.io/?EIO=4&transport=websocket, or / for raw).") var path: String?
@@ -34,6 +36,12 @@ struct CommonOptions: ParsableArguments {
         guard WireProtocol(rawValue: wireName) != nil else { throw ValidationError("--protocol is socketio or raw") }
         guard host.hasPrefix("127.") || host == "localhost" || host == "::1" else {
             throw ValidationError("relay-load only targets loopback addresses")
+        }
+        if let nodes {
+            for n in nodes.split(separator: ",") {
+                let parts = n.split(separator: ":")
+                guard parts.count == 2, parts[0].hasPrefix("127."), Int(parts[1]) != nil else { throw ValidationError("--nodes takes 127.x.x.x:port entries") }
+            }
         }
         if wire == .socketio && secret.utf8.count < 32 { throw ValidationError("--secret (the relay's JWT secret, ≥ 32 bytes) is required with --protocol socketio") }
     }
