@@ -49,7 +49,7 @@ struct ServeCommand: AsyncParsableCommand {
         let startupLogger = logger
         let service = RelayService(server: server) { server in
             let address = server.localAddress
-            startupLogger.info("relay listening on \(address?.ipAddress ?? "?"):\(address?.port ?? 0)")
+            startupLogger.notice("relay listening on \(address?.ipAddress ?? "?"):\(address?.port ?? 0)")
         }
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
