@@ -78,9 +78,10 @@ public final class Hub: Sendable {
                 s.sids[sid] = (sink.connectionID, shard.index)
                 s.info[sink.connectionID] = info
                 if deflate { s.deflateClients += 1 }
+                // Under the lock, so subscribe/unsubscribe reach Redis in membership order.
+                if s.directory.connections(of: user).count == 1 { cluster?.subscribe(user: user) }
             }
             metrics.connections.increment()
-            if let cluster, state.withLockedValue({ $0.directory.connections(of: user).count }) == 1 { cluster.subscribe(user: user) }
         } catch {
             switch error {
             case .tooManyForUser(let limit): throw RelayError(.tooManyConnections, "at most \(limit) connections per user")
@@ -94,7 +95,7 @@ public final class Hub: Sendable {
     /// Called on the connection's loop when it closes.
     public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard, deflate: Bool = false) {
         let now = clock.monotonicMs()
-        let (leaves, endedShares, typingDeadline, lastOfUser) = state.withLockedValue { s in
+        let (leaves, endedShares, typingDeadline) = state.withLockedValue { s in
             s.directory.unregister(id)
             if deflate { s.deflateClients -= 1 }
             s.info.removeValue(forKey: id)
@@ -102,13 +103,15 @@ public final class Hub: Sendable {
             let leaves = s.rooms.leaveAll(connection: id)
             s.typing.connectionClosed(id, now: now)
             let ended = s.locations.connectionClosed(id)
-            return (leaves, ended, s.typing.nextDeadline, s.directory.connections(of: user).isEmpty)
+            let last = s.directory.connections(of: user).isEmpty
+            if last { cluster?.unsubscribe(user: user) }
+            for leave in leaves where s.rooms.memberCount(room: leave.room) == 0 { cluster?.unsubscribe(room: leave.room) }
+            return (leaves, ended, s.typing.nextDeadline)
         }
         for leave in leaves { shard.leave(room: leave.room, id) }
         shard.remove(id)
         metrics.connections.decrement()
         if let typingDeadline { typingTimer.schedule(at: typingDeadline) }
-        if lastOfUser { cluster?.unsubscribe(user: user) }
         let ts = clock.wallMs()
         for leave in leaves { presenceLeft(leave, exclude: nil) }
         for key in endedShares {
@@ -128,11 +131,12 @@ public final class Hub: Sendable {
         let joined: RoomRegistry.JoinResult
         let presence: [PresenceEntry]
         let devices: Int
-        let firstInRoom: Bool
         do throws(RoomRegistry.JoinError) {
-            (joined, presence, devices, firstInRoom) = try state.withLock { s throws(RoomRegistry.JoinError) in
+            (joined, presence, devices) = try state.withLock { s throws(RoomRegistry.JoinError) in
                 let r = try s.rooms.join(room: room, connection: sink.connectionID, user: user, partition: shard.index)
-                return (r, s.rooms.presence(room: room), s.rooms.devices(room: room, user: user), s.rooms.memberCount(room: room) == 1)
+                let first = !r.alreadyMember && s.rooms.memberCount(room: room) == 1
+                if first { cluster?.subscribe(room: room) }
+                return (r, s.rooms.presence(room: room), s.rooms.devices(room: room, user: user))
             }
         } catch {
             switch error {
@@ -148,7 +152,6 @@ public final class Hub: Sendable {
             }
             return loop.makeSucceededFuture(presence)
         }
-        if firstInRoom { cluster.subscribe(room: room) }
         if joined.alreadyMember { return self.presence(room: room, on: loop) }
         let exclude = sink.connectionID
         guard cluster.isUp else {
@@ -173,8 +176,7 @@ public final class Hub: Sendable {
             if leave.userLeftPresence { broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: clock.wallMs(), exclude: exclude) }
             return
         }
-        let (devices, roomEmpty) = state.withLockedValue { s in (s.rooms.devices(room: leave.room, user: leave.user), s.rooms.memberCount(room: leave.room) == 0) }
-        if roomEmpty { cluster.unsubscribe(room: leave.room) }
+        let devices = state.withLockedValue { s in s.rooms.devices(room: leave.room, user: leave.user) }
         guard cluster.isUp else {
             if leave.userLeftPresence { broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: clock.wallMs(), exclude: exclude) }
             return
@@ -219,6 +221,7 @@ public final class Hub: Sendable {
         let (left, ended, deadline) = state.withLockedValue { s in
             let left = s.rooms.leave(room: room, connection: id)
             if left != nil { s.typing.connectionLeft(id, room: room, now: now) }
+            if left != nil, s.rooms.memberCount(room: room) == 0 { cluster?.unsubscribe(room: room) }
             let ended = left != nil ? s.locations.connectionLeft(id, room: room) : []
             return (left, ended, s.typing.nextDeadline)
         }
