@@ -222,3 +222,16 @@ async def test_losing_redis_degrades_to_local_and_recovers(cluster):
         # Presence was restated in the new Redis.
         listed = await bob.ok("presence:list", {"room": room})
         assert [e["user"] for e in listed["presence"]] == ["alice", "bob", "carol"]
+
+
+def test_load_generator_multi_node_mode(cluster):
+    """`relay-load fanout --nodes a,b` spreads every room over both nodes."""
+    from test_load_generator import run_load
+    from helpers import JWT_SECRET
+    import asyncio as _asyncio
+    _, a, b = cluster
+    _asyncio.run(wait_linked(a, b))
+    out = run_load("fanout", "--nodes", f"127.0.0.1:{a.port},127.0.0.1:{b.port}", "--secret", JWT_SECRET,
+                   "--rooms", 2, "--members", 4, "--senders", 2, "--rate", 50, "--duration", 1, "--warmup", 0.3,
+                   "--max-error-rate", 1)
+    assert out["nodes"] == 2 and out["deliveries"] > 0

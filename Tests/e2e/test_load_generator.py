@@ -1,0 +1,122 @@
+"""A seconds-long smoke run of every relay-load scenario with tiny sizes, so the load generator
+cannot rot. The real benchmark runs are documented commands (docs/BENCHMARKS.md), not tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import threading
+
+import pytest
+from websockets.asyncio.server import serve
+
+from helpers import JWT_SECRET, REPO_ROOT, relay_binary
+
+FLAGS = ["--events-per-second", "100000", "--event-burst", "100000", "--rate", "custom=100000:100000",
+         "--rate", "typing=100000:100000", "--rate", "location=100000:100000", "--rate", "receipt=100000:100000"]
+RELAY_ARGS = FLAGS
+
+
+def load_binary() -> str:
+    return os.environ.get("RELAY_LOAD_BIN") or os.path.join(os.path.dirname(relay_binary()), "relay-load")
+
+
+def run_load(*args, timeout=120) -> dict:
+    binary = load_binary()
+    assert os.access(binary, os.X_OK), f"relay-load not built at {binary} (swift build)"
+    r = subprocess.run([binary, *map(str, args), "--json"], capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"relay-load {' '.join(map(str, args))} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def common(relay):
+    return ["--port", relay.port, "--secret", JWT_SECRET, "--relay-pid", relay.proc.pid]
+
+
+def test_connections(relay):
+    out = run_load("connections", *common(relay), "--count", 50, "--hold", 0.2, "--source-addresses", 2)
+    assert out["connected"] == 50 and out["connect_failures"] == 0 and out["relay_rss_per_socket_kib"] > 0
+
+
+def test_fanout(relay):
+    out = run_load("fanout", *common(relay), "--rooms", 2, "--members", 4, "--senders", 2, "--rate", 100, "--duration", 1, "--warmup", 0.2)
+    assert out["deliveries"] >= out["sent"] * 3 > 0 and out["latency_samples"] > 0
+
+
+def test_typing(relay):
+    out = run_load("typing", *common(relay), "--rooms", 2, "--members", 3, "--rate", 100, "--duration", 1)
+    assert out["typing_events_received"] > 0 and out["coalescing_violations"] == 0
+
+
+def test_location(relay):
+    out = run_load("location", *common(relay), "--rooms", 2, "--members", 3, "--rate", 50, "--duration", 1)
+    assert out["updates_acked"] == out["updates_sent"] > 0 and out["deliveries"] > 0
+
+
+def test_receipts(relay):
+    out = run_load("receipts", *common(relay), "--clients", 4, "--window", 4, "--duration", 1)
+    assert out["receipts_acked"] > 0 and out["ack_samples"] > 0
+
+
+def test_slow_consumer(relay):
+    out = run_load("slow-consumer", *common(relay), "--rooms", 2, "--members", 4, "--senders", 2, "--rate", 100,
+                   "--duration", 1, "--warmup", 0.2, "--stalled", 1)
+    assert "others_p99_change_percent" in out and out["baseline.deliveries"] > 0 and out["stalled.deliveries"] > 0
+
+
+def test_store_receipts(tmp_path):
+    out = run_load("store-receipts", "--dir", tmp_path, "--producers", 10, "--window", 2, "--duration", 0.5)
+    assert out["group_commit.receipts_per_second"] > 0 and out["one_tx_per_receipt.receipts_per_second"] > 0
+
+
+def test_raw_protocol_against_a_plain_websocket_server():
+    """`--protocol raw` drives a plain room-broadcast WebSocket server (here a tiny Python one,
+    the same protocol as LoadTests/peers/ws-broadcast.js)."""
+    rooms: dict[str, set] = {}
+    ready = threading.Event()
+    stop: asyncio.Future | None = None
+    port_box = {}
+
+    async def handler(ws):
+        room = None
+        try:
+            async for text in ws:
+                msg = json.loads(text)
+                if "join" in msg:
+                    room = msg["join"]
+                    rooms.setdefault(room, set()).add(ws)
+                    continue
+                for peer in list(rooms.get(msg["room"], ())):
+                    if peer is not ws:
+                        await peer.send(text)
+        finally:
+            if room:
+                rooms[room].discard(ws)
+
+    def server_thread():
+        nonlocal stop
+
+        async def main():
+            nonlocal stop
+            stop = asyncio.get_running_loop().create_future()
+            async with serve(handler, "127.0.0.1", 0) as server:
+                port_box["port"] = server.sockets[0].getsockname()[1]
+                ready.set()
+                await stop
+
+        asyncio.run(main())
+
+    t = threading.Thread(target=server_thread, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    try:
+        out = run_load("fanout", "--port", port_box["port"], "--protocol", "raw", "--rooms", 2, "--members", 3,
+                       "--senders", 2, "--rate", 50, "--duration", 1, "--warmup", 0.2)
+        assert out["protocol"] == "raw" and out["deliveries"] > 0
+    finally:
+        loop_stop = stop
+        if loop_stop is not None:
+            loop_stop.get_loop().call_soon_threadsafe(loop_stop.set_result, None)
+        t.join(10)
