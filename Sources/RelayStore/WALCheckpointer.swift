@@ -1,0 +1,61 @@
+import Foundation
+import GRDB
+import Logging
+
+/// Copies the WAL back into the database file from its own connection and thread, so that
+/// commits (and the acks waiting on them) never pay for a checkpoint. A passive checkpoint
+/// every half second keeps up with the writer; when the WAL still grows past a bound, a
+/// truncating checkpoint (which waits for readers, never for the writer's commit path) resets it.
+final class WALCheckpointer: @unchecked Sendable {
+    private let queue: DatabaseQueue
+    private let logger: Logger
+    private let condition = NSCondition()
+    private var stopped = false
+    private var done = false
+    private let path: String
+    static let truncateAboveBytes: Int64 = 256 * 1024 * 1024
+
+    init(path: String, interval: TimeInterval = 0.5, logger: Logger) throws {
+        var config = Configuration()
+        config.busyMode = .timeout(5)
+        self.queue = try DatabaseQueue(path: path, configuration: config)
+        self.path = path
+        self.logger = logger
+        let thread = Thread { [self] in self.run(interval: interval) }
+        thread.name = "relay-wal-checkpointer"
+        thread.start()
+    }
+
+    private func run(interval: TimeInterval) {
+        while true {
+            condition.lock()
+            if !stopped { _ = condition.wait(until: Date().addingTimeInterval(interval)) }
+            let exit = stopped
+            condition.unlock()
+            if exit { break }
+            do {
+                let walSize = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int64) ?? 0
+                try queue.writeWithoutTransaction { db in
+                    _ = try db.checkpoint(walSize > Self.truncateAboveBytes ? .truncate : .passive)
+                }
+            } catch {
+                logger.debug("WAL checkpoint skipped", metadata: ["error": "\(error)"])
+            }
+        }
+        // A last full checkpoint at shutdown leaves a small WAL behind.
+        try? queue.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+        condition.lock()
+        done = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Stops the thread (after one last checkpoint) and waits for it.
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        while !done { condition.wait() }
+        condition.unlock()
+    }
+}
