@@ -107,8 +107,10 @@ struct Session {
         try channel.writeInbound(WebSocketFrame(fin: fin, rsv1: rsv1, opcode: opcode, maskKey: key, data: buffer))
     }
 
-    /// Every frame written since the last call.
+    /// Every frame written since the last call (after running the loop's pending tasks, such
+    /// as the per-iteration flush of fan-out writes).
     func frames() throws -> [WebSocketFrame] {
+        channel.embeddedEventLoop.run()
         var out: [WebSocketFrame] = []
         while let frame = try channel.readOutbound(as: WebSocketFrame.self) { out.append(frame) }
         return out

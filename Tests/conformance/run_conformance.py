@@ -341,10 +341,12 @@ def main() -> int:
         worker(args)
         return 0  # not reached
 
-    def on_sigterm(signum, frame):  # stop the relay and the worker (the finally blocks) on SIGTERM too
+    def on_signal(signum, frame):  # the finally blocks below stop the worker and the relay
         raise SystemExit(128 + signum)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    # Explicit handlers: SIGINT may arrive ignored (a background job), and SIGTERM would kill at once.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
 
     try:
         from importlib.metadata import version
@@ -384,10 +386,9 @@ def main() -> int:
             worker_cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--url", url,
                           "--cases-file", str(out / "cases.json"), "--out", str(out),
                           "--parallelism", str(args.parallelism)]
+            shutil.rmtree(out / "reports", ignore_errors=True)  # no stale reports from an earlier run
             if not args.html:
                 worker_cmd.append("--no-html")
-            else:
-                shutil.rmtree(out / "reports", ignore_errors=True)
             worker_proc = subprocess.Popen(worker_cmd, stdin=subprocess.DEVNULL, cwd=ROOT,
                                            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
             try:
@@ -461,5 +462,5 @@ def main() -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the handlers are installed
         sys.exit(130)

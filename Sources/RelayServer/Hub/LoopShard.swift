@@ -27,6 +27,24 @@ public final class LoopShard: @unchecked Sendable {
     }
 
     let metrics: RelayMetrics
+    /// Sockets written to in this loop iteration and not flushed yet.
+    private var unflushed: [any ConnectionSink] = []
+    private var flushScheduled = false
+
+    /// Flushes once per socket per loop iteration: every event a socket got while this loop
+    /// drained its queue leaves in one `writev`, instead of one syscall per event. Under load
+    /// that is most of the cost of a delivery; when idle it costs one task hop (microseconds).
+    private func flushLater(_ sink: any ConnectionSink) {
+        unflushed.append(sink)
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        eventLoop.execute { [self] in
+            self.flushScheduled = false
+            let sinks = self.unflushed
+            self.unflushed.removeAll(keepingCapacity: true)
+            for sink in sinks { sink.flushOutbound() }
+        }
+    }
 
     init(index: Int, eventLoop: any EventLoop, metrics: RelayMetrics) {
         self.index = index
@@ -86,7 +104,7 @@ public final class LoopShard: @unchecked Sendable {
         for (id, sink) in members where id != excludeConnection {
             if let excludeUser, userOf[id] == excludeUser { continue }
             sink.enqueue(message)
-            sink.flushOutbound()
+            flushLater(sink)
             n += 1
         }
         recordDelivery(message, count: n)
@@ -99,7 +117,7 @@ public final class LoopShard: @unchecked Sendable {
         guard let sinks = users[user] else { return 0 }
         for sink in sinks.values {
             sink.enqueue(message)
-            sink.flushOutbound()
+            flushLater(sink)
         }
         recordDelivery(message, count: sinks.count)
         return sinks.count
@@ -115,7 +133,7 @@ public final class LoopShard: @unchecked Sendable {
         var n = 0
         for (id, sink) in sinks where members?[id] == nil && id != excludeConnection {
             sink.enqueue(message)
-            sink.flushOutbound()
+            flushLater(sink)
             n += 1
         }
         recordDelivery(message, count: n)
