@@ -51,15 +51,16 @@ final class LoadRun: @unchecked Sendable {
     }
 
     /// Opens `count` sockets, `room(i)` for each, at most `concurrency` handshakes in flight.
-    func openMany(_ count: Int, concurrency: Int = 256, deadline: Date, room: @escaping (Int) -> String?, user: @escaping (Int) -> String = { "user-\($0)" }, observer: @escaping (Int) -> Bool = { _ in false }) async throws -> [OpenedConnection] {
+    /// `offset` shifts user names and source addresses (several generator processes).
+    func openMany(_ count: Int, concurrency: Int = 256, deadline: Date, offset: Int = 0, room: @escaping (Int) -> String?, user: @escaping (Int) -> String = { "user-\($0)" }, observer: @escaping (Int) -> Bool = { _ in false }) async throws -> [OpenedConnection] {
         let loops = board.loops
         var opened: [OpenedConnection?] = Array(repeating: nil, count: count)
         var next = 0
         try await withThrowingTaskGroup(of: (Int, OpenedConnection?, String?).self) { tasks in
             func launch(_ i: Int) async throws {
-                let token = try await self.token(for: user(i))
+                let token = try await self.token(for: user(i + offset))
                 let loop = loops[i % loops.count]
-                let src = sourceIP(i)
+                let src = sourceIP(i + offset)
                 let r = room(i)
                 let obs = observer(i)
                 // Multi-node: socket i goes to node i mod N, so every room spans the nodes.

@@ -120,3 +120,8 @@ def test_raw_protocol_against_a_plain_websocket_server():
         if loop_stop is not None:
             loop_stop.get_loop().call_soon_threadsafe(loop_stop.set_result, None)
         t.join(10)
+
+
+def test_connections_over_several_generator_processes(relay):
+    out = run_load("connections", *common(relay), "--count", 40, "--processes", 2, "--hold", 0.2, "--source-addresses", 2)
+    assert out["processes"] == 2 and out["connected"] == 40 and out["connect_failures"] == 0
