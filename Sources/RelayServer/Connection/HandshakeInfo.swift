@@ -1,3 +1,4 @@
+import Foundation
 import NIOHTTP1
 import RelayCore
 
@@ -63,4 +64,3 @@ struct QueryString {
     }
 }
 
-import Foundation

@@ -1,0 +1,143 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import RelayCore
+
+/// Rooms and presence, on one node and across nodes.
+extension Hub {
+    // MARK: Rooms and presence
+
+    /// Joins a room; the future (on `loop`) gives the presence list, the joiner included —
+    /// cluster-wide when the node is in a cluster and Redis is up, this node's otherwise.
+    public func join(room: String, sink: any ConnectionSink, user: String, on shard: LoopShard) throws(RelayError) -> EventLoopFuture<[PresenceEntry]> {
+        let joined: RoomRegistry.JoinResult
+        let presence: [PresenceEntry]
+        let devices: Int
+        do throws(RoomRegistry.JoinError) {
+            (joined, presence, devices) = try state.withLock { s throws(RoomRegistry.JoinError) in
+                let r = try s.rooms.join(room: room, connection: sink.connectionID, user: user, partition: shard.index)
+                let first = !r.alreadyMember && s.rooms.memberCount(room: room) == 1
+                if first { cluster?.subscribe(room: room) }
+                return (r, s.rooms.presence(room: room), s.rooms.devices(room: room, user: user))
+            }
+        } catch {
+            switch error {
+            case .tooManyRooms(let limit): throw RelayError(.tooManyRooms, "at most \(limit) rooms per connection")
+            case .roomFull(let limit): throw RelayError(.roomFull, "room is full (\(limit) members)")
+            }
+        }
+        shard.join(room: room, sink)
+        let loop = shard.eventLoop
+        guard let cluster else {
+            if joined.userBecamePresent {
+                broadcastPresence("presence:join", room: room, user: user, ts: clock.wallMs(), exclude: sink.connectionID)
+            }
+            return loop.makeSucceededFuture(presence)
+        }
+        if joined.alreadyMember { return self.presence(room: room, on: loop) }
+        let exclude = sink.connectionID
+        guard cluster.isUp else {
+            // Degraded: node-local presence.
+            if joined.userBecamePresent { broadcastPresence("presence:join", room: room, user: user, ts: clock.wallMs(), exclude: exclude) }
+            return loop.makeSucceededFuture(presence)
+        }
+        return cluster.updatePresence(room: room, user: user, devices: devices).map { update in
+            if update.before == 0 && update.after > 0 {
+                self.broadcastPresence("presence:join", room: room, user: user, ts: self.clock.wallMs(), exclude: exclude)
+            }
+            return update.presence
+        }.recover { _ in
+            if joined.userBecamePresent { self.broadcastPresence("presence:join", room: room, user: user, ts: self.clock.wallMs(), exclude: exclude) }
+            return presence
+        }.hop(to: loop)
+    }
+
+    /// After a connection left a room on this node: the room channel and cluster presence.
+    func presenceLeft(_ leave: RoomRegistry.LeaveResult, exclude: ConnectionID?) {
+        guard let cluster else {
+            if leave.userLeftPresence { broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: clock.wallMs(), exclude: exclude) }
+            return
+        }
+        let devices = state.withLockedValue { s in s.rooms.devices(room: leave.room, user: leave.user) }
+        guard cluster.isUp else {
+            if leave.userLeftPresence { broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: clock.wallMs(), exclude: exclude) }
+            return
+        }
+        cluster.updatePresence(room: leave.room, user: leave.user, devices: devices).whenComplete { result in
+            switch result {
+            case .success(let update):
+                if update.before > 0 && update.after == 0 {
+                    self.broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: self.clock.wallMs(), exclude: exclude)
+                }
+            case .failure:
+                if leave.userLeftPresence { self.broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: self.clock.wallMs(), exclude: exclude) }
+            }
+        }
+    }
+
+    /// Restates this node's presence in Redis (after a Redis outage); users the cluster had
+    /// lost are announced again.
+    func republishPresence() {
+        guard let cluster else { return }
+        let entries = state.withLockedValue { $0.rooms.allPresence() }
+        let rooms = Set(entries.map(\.room))
+        for room in rooms { cluster.subscribe(room: room) }
+        for user in Set(entries.map(\.user)) { cluster.subscribe(user: user) }
+        for e in entries {
+            cluster.updatePresence(room: e.room, user: e.user, devices: e.devices).whenSuccess { update in
+                if update.before == 0 && update.after > 0 {
+                    self.broadcastPresence("presence:join", room: e.room, user: e.user, ts: self.clock.wallMs(), exclude: nil)
+                }
+            }
+        }
+    }
+
+    /// A dead node's user is gone from the cluster: tell the room (every node).
+    func announceClusterLeave(room: String, user: String) {
+        broadcastPresence("presence:leave", room: room, user: user, ts: clock.wallMs(), exclude: nil)
+    }
+
+    /// Leaves a room; `false` if the connection was not in it.
+    public func leave(room: String, connection id: ConnectionID, on shard: LoopShard) -> Bool {
+        let now = clock.monotonicMs()
+        let (left, ended, deadline) = state.withLockedValue { s in
+            let left = s.rooms.leave(room: room, connection: id)
+            if left != nil { s.typing.connectionLeft(id, room: room, now: now) }
+            if left != nil, s.rooms.memberCount(room: room) == 0 { cluster?.unsubscribe(room: room) }
+            let ended = left != nil ? s.locations.connectionLeft(id, room: room) : []
+            return (left, ended, s.typing.nextDeadline)
+        }
+        guard let left else { return false }
+        shard.leave(room: room, id)
+        if let deadline { typingTimer.schedule(at: deadline) }
+        let ts = clock.wallMs()
+        presenceLeft(left, exclude: id)
+        for key in ended {
+            let payload = JSONValue.object([("room", .string(key.room)), ("from", .string(key.user)), ("ts", .int(ts)), ("reason", "left")])
+            publish(room: key.room, name: "location:stop", payload: payload, excludeConnection: id)
+        }
+        return true
+    }
+
+    public func isMember(room: String, connection: ConnectionID) -> Bool {
+        state.withLockedValue { $0.rooms.isMember(room: room, connection: connection) }
+    }
+
+    /// This node's presence in the room.
+    public func presence(room: String) -> [PresenceEntry] {
+        state.withLockedValue { $0.rooms.presence(room: room) }
+    }
+
+    /// The room's presence: cluster-wide when Redis is up, this node's otherwise.
+    public func presence(room: String, on loop: any EventLoop) -> EventLoopFuture<[PresenceEntry]> {
+        guard let cluster, cluster.isUp else { return loop.makeSucceededFuture(presence(room: room)) }
+        let local = presence(room: room)
+        return cluster.presence(room: room).recover { _ in local }.hop(to: loop)
+    }
+
+    func broadcastPresence(_ name: String, room: String, user: String, ts: Int64, exclude: ConnectionID?) {
+        let payload = JSONValue.object([("room", .string(room)), ("user", .string(user)), ("from", .string(user)), ("ts", .int(ts))])
+        let key = OutboundQueue<OutboundMessage>.CoalesceKey(event: "presence", room: room, user: user)
+        publish(room: room, name: name, payload: payload, excludeConnection: exclude, coalesceKey: key)
+    }
+}
