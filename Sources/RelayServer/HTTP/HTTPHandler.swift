@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOWebSocket
 import RelayCore
 
 /// Serves every HTTP request that is not a WebSocket upgrade: the backend API, health, and
@@ -138,6 +139,9 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A refused WebSocket upgrade (bad origin, over a limit, wrong path) is reported here
+        // before the request itself arrives: the router answers it with a clear status.
+        if error is NIOWebSocketUpgradeError { return }
         // Malformed requests were already answered with 400 by NIO's protocol error handler.
         context.close(promise: nil)
     }

@@ -1,0 +1,73 @@
+"""Cross-site WebSocket hijacking protection (Origin allow-list) and the per-IP budget of
+failed authentications."""
+
+from __future__ import annotations
+
+import pytest
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus
+
+from helpers import TIMEOUT, RawSocket, async_test, http, mint_token, parse_connect_error
+
+
+async def upgrade_status(relay, origin: str | None) -> int:
+    try:
+        ws = await ws_connect(relay.ws_url, origin=origin, open_timeout=TIMEOUT, compression=None)
+    except InvalidStatus as e:
+        return e.response.status_code
+    await ws.close()
+    return 101
+
+
+@async_test
+async def test_default_allows_only_clients_without_origin(start_relay):
+    relay = start_relay()
+    assert await upgrade_status(relay, None) == 101, "native clients send no Origin"
+    assert await upgrade_status(relay, "https://evil.example") == 403
+    status, body = await http(relay, "GET", "/socket.io/?EIO=4&transport=websocket", key=None, headers={"Origin": "https://evil.example"})
+    assert status == 403 and body["error"]["code"] == "origin_not_allowed"
+
+
+@async_test
+async def test_allow_list(start_relay):
+    relay = start_relay("--allowed-origins", "https://app.example,https://web.example")
+    assert await upgrade_status(relay, "https://app.example") == 101
+    assert await upgrade_status(relay, "https://web.example") == 101
+    assert await upgrade_status(relay, "https://app.example.evil.example") == 403
+    assert await upgrade_status(relay, None) == 101
+    anyone = start_relay("--allowed-origins", "*")
+    assert await upgrade_status(anyone, "https://whatever.example") == 101
+
+
+@async_test
+async def test_failed_authentications_are_rate_limited_per_ip(start_relay):
+    relay = start_relay()
+    codes = []
+    for _ in range(12):
+        sock = await RawSocket.open(relay)
+        reply = await sock.connect(mint_token("mallory") + "tampered")
+        codes.append(parse_connect_error(reply)[1]["data"]["code"])
+        await sock.close()
+    # The first 10 failures (the burst) are checked; after that the IP is refused unchecked.
+    assert codes[:10] == ["token_bad_signature"] * 10, codes
+    assert codes[10:] == ["auth_rate_limited"] * 2, codes
+    # While the budget is spent, even a valid token from that IP waits.
+    sock = await RawSocket.open(relay)
+    reply = await sock.connect(mint_token("alice"))
+    assert parse_connect_error(reply)[1]["data"]["code"] == "auth_rate_limited"
+    await sock.close()
+
+
+@async_test
+async def test_refused_upgrades_get_a_status_not_a_dropped_connection(start_relay):
+    relay = start_relay("--max-connections-per-ip", "1")
+    first = await RawSocket.open(relay)
+    assert await upgrade_status(relay, None) == 503, "over the per-IP limit: 503, not a silent close"
+    await first.close()
+    # Wrong path or Engine.IO version: 400 with a JSON reason.
+    relay2 = start_relay()
+    try:
+        await ws_connect(f"ws://127.0.0.1:{relay2.port}/socket.io/?EIO=3&transport=websocket", open_timeout=TIMEOUT)
+        raise AssertionError("EIO=3 was accepted")
+    except InvalidStatus as e:
+        assert e.response.status_code == 400
