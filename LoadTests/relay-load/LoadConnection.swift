@@ -164,20 +164,34 @@ final class LoadConnection: ChannelInboundHandler {
 
     // MARK: Sending
 
-    func sendText(_ text: String) {
+    func sendText(_ text: String, flushNow: Bool = true) {
         guard let context else { return }
         var buffer = context.channel.allocator.buffer(capacity: text.utf8.count)
         buffer.writeString(text)
         context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: buffer)), promise: nil)
-        context.flush()
+        if flushNow { context.flush() } else { flushSoon() }
+    }
+
+    private var flushScheduled = false
+
+    /// One flush after the tasks already queued on this loop (acks that arrive together send
+    /// their follow-ups in one write), so the generator spends less of the shared CPU.
+    private func flushSoon() {
+        guard !flushScheduled, let context else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [weak self] in
+            guard let self else { return }
+            self.flushScheduled = false
+            self.context?.flush()
+        }
     }
 
     /// Emits `42[<id>]["event",payload]`.
-    func emit(_ event: String, _ payloadJSON: String, ack: AckKind? = nil) {
+    func emit(_ event: String, _ payloadJSON: String, ack: AckKind? = nil, flushNow: Bool = true) {
         if let ack {
             nextAckID += 1
             pendingAcks[nextAckID] = (monotonicNanos(), ack)
-            sendText("42\(nextAckID)[\"\(event)\",\(payloadJSON)]")
+            sendText("42\(nextAckID)[\"\(event)\",\(payloadJSON)]", flushNow: flushNow)
         } else {
             sendText("42[\"\(event)\",\(payloadJSON)]")
         }

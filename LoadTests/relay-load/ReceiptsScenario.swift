@@ -25,7 +25,7 @@ struct ReceiptsScenario: AsyncParsableCommand {
                 conn.onAck = { [weak conn] in
                     guard let conn, monotonicNanos() < stopAt else { return }
                     n += 1
-                    conn.emit(n % 2 == 0 ? "message:delivered" : "message:read", "{\"room\":\"\(conn.room!)\",\"messageId\":\"\(runID)-\(i)-\(n)\",\"authorId\":\"author-\(i)\"}", ack: .receipt)
+                    conn.emit(n % 2 == 0 ? "message:delivered" : "message:read", "{\"room\":\"\(conn.room!)\",\"messageId\":\"\(runID)-\(i)-\(n)\",\"authorId\":\"author-\(i)\"}", ack: .receipt, flushNow: false)
                 }
                 for _ in 0..<window {
                     n += 1
