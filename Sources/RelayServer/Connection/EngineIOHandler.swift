@@ -5,9 +5,10 @@ import RelayCore
 
 /// One Engine.IO v4 / Socket.IO v5 session over an upgraded WebSocket.
 ///
-/// Thin transport glue: it assembles frames into messages, runs the heartbeat and the CONNECT
-/// handshake, and hands events to `EventDispatcher` logic (see `EngineIOHandler+Events`). Outbound
-/// messages go through a bounded `OutboundQueue` whenever the socket is not writable.
+/// Thin transport glue: `WebSocketMessageReader` turns frames into messages, this type runs
+/// the heartbeat, and `EngineIOHandler+Events` the CONNECT handshake and event dispatch (the
+/// rules themselves live in RelayCore and the `Hub`). Outbound messages go through a bounded
+/// `OutboundQueue` whenever the socket is not writable.
 final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
