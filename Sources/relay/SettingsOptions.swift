@@ -11,6 +11,7 @@ struct SettingsOptions: ParsableArguments {
     @Option(help: "Port to listen on; 0 picks a free one (default 8080).") var port: Int?
     @Option(name: .customLong("jwt-secret"), help: "HS256 secret for client tokens (≥ 32 bytes). None (and no public key): dev mode.") var jwtSecret: String?
     @Option(name: .customLong("jwt-public-key"), help: "PEM file with an ES256 public key; tokens must then be ES256.") var jwtPublicKey: String?
+    @Option(name: .customLong("jwt-leeway"), help: "Accepted clock skew on exp and nbf, seconds (default 30, at most 3600).") var jwtLeeway: Int?
     @Option(name: .customLong("api-key"), help: "Bearer key of the backend API (≥ 16 chars).") var apiKey: String?
     @Option(name: .customLong("admin-key"), help: "Bearer key of the admin API (≥ 16 chars).") var adminKey: String?
     @Option(help: "SQLite file for delivery receipts (default relay.sqlite).") var db: String?
@@ -51,7 +52,7 @@ struct SettingsOptions: ParsableArguments {
     var given: [String: String] {
         var f: [String: String] = [:]
         func put(_ k: String, _ v: CustomStringConvertible?) { if let v { f[k] = v.description } }
-        put("host", host); put("port", port); put("jwt-secret", jwtSecret); put("jwt-public-key", jwtPublicKey)
+        put("host", host); put("port", port); put("jwt-secret", jwtSecret); put("jwt-public-key", jwtPublicKey); put("jwt-leeway", jwtLeeway)
         put("api-key", apiKey); put("admin-key", adminKey); put("db", db); put("receipts-retention-days", receiptsRetentionDays)
         put("threads", threads); put("ping-interval", pingInterval); put("ping-timeout", pingTimeout); put("max-payload", maxPayload)
         put("connect-timeout", connectTimeout); put("handshake-timeout", handshakeTimeout); put("max-event-bytes", maxEventBytes)

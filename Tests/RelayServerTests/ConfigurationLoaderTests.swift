@@ -25,6 +25,9 @@ final class ConfigurationLoaderTests: XCTestCase {
         XCTAssertEqual(c.maxPayload, 3000)
         XCTAssertEqual(c.maxEventBytes, 6000)
         XCTAssertEqual(c.pingIntervalMs, 25_000)
+        XCTAssertEqual(c.jwtLeewaySeconds, 30)
+        var r2 = ConfigurationLoader.resolve(flags: ["jwt-leeway": "5"], environment: ["RELAY_JWT_SECRET": secret, "RELAY_API_KEY": "0123456789abcdef", "RELAY_ADMIN_KEY": "0123456789abcdef"], file: [:])
+        XCTAssertEqual(try ConfigurationLoader.build(&r2).0.jwtLeewaySeconds, 5)
     }
 
     func testSecretsAreRedactedWhenDescribed() throws {

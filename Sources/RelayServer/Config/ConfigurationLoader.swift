@@ -39,6 +39,7 @@ public enum ConfigurationLoader {
         Key(name: "port", kind: .int, secret: false, defaultValue: "8080", help: "port to listen on (0: any free port)"),
         Key(name: "jwt-secret", kind: .string, secret: true, defaultValue: nil, help: "HS256 secret for client tokens (≥ 32 bytes); none and no public key = dev mode"),
         Key(name: "jwt-public-key", kind: .string, secret: false, defaultValue: nil, help: "PEM file with an ES256 public key"),
+        Key(name: "jwt-leeway", kind: .int, secret: false, defaultValue: "30", help: "accepted clock skew on exp and nbf, seconds"),
         Key(name: "api-key", kind: .string, secret: true, defaultValue: nil, help: "bearer key of the backend API (≥ 16 chars)"),
         Key(name: "admin-key", kind: .string, secret: true, defaultValue: nil, help: "bearer key of the admin API (≥ 16 chars)"),
         Key(name: "db", kind: .string, secret: false, defaultValue: "relay.sqlite", help: "SQLite file for receipts"),
@@ -180,6 +181,7 @@ public enum ConfigurationLoader {
         }
         var c = RelayConfiguration(jwt: jwt, apiKey: string("api-key") ?? "", adminKey: string("admin-key") ?? "")
         c.host = string("host") ?? "127.0.0.1"
+        if let v = int("jwt-leeway") { c.jwtLeewaySeconds = Int64(min(v, 3600)) }
         if let v = int("port") { if v > 65535 { problems.append("port: at most 65535") } else { c.port = v } }
         c.databasePath = string("db") ?? "relay.sqlite"
         if let v = int("receipts-retention-days") { c.receiptsRetentionDays = v > 0 ? v : nil }
