@@ -168,6 +168,17 @@ final class EngineIOHandlerTests: XCTestCase {
         XCTAssertTrue(texts[2].hasPrefix("433[{\"ok\":false,\"error\":{\"code\":\"rate_limited\""), texts[2])
     }
 
+    func testRefusedEventNamesSpendTheBudgetToo() throws {
+        let h = Harness { $0.eventsPerSecond = .init(perSecond: 1, burst: 3) }
+        let s = try h.session()
+        try s.connect("alice")
+        for i in 1...4 { try s.send("42\(i)[\"Bad_Name\",{}]") }
+        let texts = try s.texts()
+        XCTAssertEqual(texts.count, 4)
+        XCTAssertTrue(texts[0].contains("invalid_event_name"), texts[0])
+        XCTAssertTrue(texts[3].contains("rate_limited"), "unlimited error replies are not free: \(texts[3])")
+    }
+
     func testClientCloseFrameIsEchoed() throws {
         let h = Harness()
         let s = try h.session()
