@@ -74,6 +74,13 @@ async def eventually(check, timeout: float = 15, what: str = "condition"):
         await asyncio.sleep(0.05)
 
 
+async def subscribers(redis: "RedisServer", channel: str, expected: int) -> bool:
+    """Whether `channel` has `expected` (sharded) subscribers, asked of Redis itself."""
+    out = subprocess.run(["redis-cli", "-p", str(redis.port), "PUBSUB", "SHARDNUMSUB", channel],
+                         capture_output=True, text=True, timeout=10).stdout.split()
+    return len(out) >= 2 and int(out[1]) == expected
+
+
 @pytest.fixture
 def cluster(tmp_path):
     redis = RedisServer(free_port(), tmp_path).start()
@@ -100,7 +107,7 @@ async def wait_linked(*nodes):
 
 @async_test
 async def test_cross_node_rooms_users_presence_and_receipts(cluster):
-    _, a, b = cluster
+    redis, a, b = cluster
     await wait_linked(a, b)
     room = "conversation:cluster"
     async with Clients() as c:
@@ -150,10 +157,15 @@ async def test_cross_node_rooms_users_presence_and_receipts(cluster):
         assert ra == rb, "every node agrees on the cluster cursor"
         assert (await alice.call("receipt:sync", {"since": ra["id"]}))["receipts"] == []
 
-        # bob's last device leaving: presence:leave on the other node.
+        # Both nodes have members, so both subscribe to the room's channel.
+        await eventually(lambda: subscribers(redis, f"relay:room:{{{room}}}", 2), what="two nodes subscribed")
+
+        # bob's last device leaving: presence:leave on the other node…
         await bob_on_a.ok("room:leave", {"room": room})
         await bob.ok("room:leave", {"room": room})
         await alice.expect("presence:leave", user="bob", room=room)
+        # …and node B, with no member left, unsubscribes: it no longer receives the room.
+        await eventually(lambda: subscribers(redis, f"relay:room:{{{room}}}", 1), what="node B unsubscribed")
 
 
 @async_test
