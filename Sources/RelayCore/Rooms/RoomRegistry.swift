@@ -117,6 +117,11 @@ public struct RoomRegistry: Sendable {
         return r.partitionCounts.keys.sorted()
     }
 
+    /// Every room with its member count and user count, unsorted (cheap to copy out of a lock).
+    public func memberCounts() -> [(room: String, members: Int, users: Int)] {
+        rooms.map { (room: $0.key, members: $0.value.members.count, users: $0.value.devicesByUser.count) }
+    }
+
     /// Rooms with their member counts, busiest first (ties by name).
     public func busiestRooms(limit: Int) -> [(room: String, members: Int)] {
         rooms.map { (room: $0.key, members: $0.value.members.count) }

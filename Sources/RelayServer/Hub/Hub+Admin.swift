@@ -23,17 +23,16 @@ extension Hub {
 
     /// Rooms busiest first (then by name), optionally by prefix, from `offset`.
     public func roomsPage(prefix: String?, offset: Int, limit: Int) -> (rooms: [(room: String, members: Int, users: Int)], total: Int) {
-        state.withLockedValue { s in
-            var all = s.rooms.busiestRooms(limit: Int.max)
-            if let prefix, !prefix.isEmpty { all = all.filter { $0.room.hasPrefix(prefix) } }
-            let page = all.dropFirst(offset).prefix(limit).map { ($0.room, $0.members, s.rooms.presence(room: $0.room).count) }
-            return (Array(page), all.count)
-        }
+        // Copy the counts under the lock, sort outside it: fan-out never waits for an admin query.
+        var all = state.withLockedValue { $0.rooms.memberCounts() }
+        if let prefix, !prefix.isEmpty { all = all.filter { $0.room.hasPrefix(prefix) } }
+        all.sort { $0.members != $1.members ? $0.members > $1.members : $0.room < $1.room }
+        return (Array(all.dropFirst(offset).prefix(limit)), all.count)
     }
 
     /// Member counts of every room (the members-per-room histogram).
     public func roomSizes() -> [Int] {
-        state.withLockedValue { s in s.rooms.busiestRooms(limit: Int.max).map(\.members) }
+        state.withLockedValue { s in s.rooms.memberCounts().map(\.members) }
     }
 
     public var userCount: Int { state.withLockedValue { $0.directory.userCount } }
