@@ -120,16 +120,15 @@ extension EngineIOHandler {
         do throws(RelayError) {
             // Refused names (bad grammar, server-only, custom when disabled) spend the control
             // budget, so a client cannot get unlimited error replies out of the relay.
-            let policy = (try? EventPolicyTable.policy(forClientEvent: event.name, customEventsEnabled: configuration.customEventsEnabled))
-            let rateClass = policy?.rateClass ?? .control
+            let lookup = Result { () throws(RelayError) in
+                try EventPolicyTable.policy(forClientEvent: event.name, customEventsEnabled: configuration.customEventsEnabled)
+            }
+            let rateClass = (try? lookup.get())?.rateClass ?? .control
             guard limiter.allow(rateClass, now: hub.clock.monotonicMs()) else {
                 hub.metrics.rateLimit(rateClass)
                 throw RelayError(.rateLimited)
             }
-            guard let policy else {
-                _ = try EventPolicyTable.policy(forClientEvent: event.name, customEventsEnabled: configuration.customEventsEnabled)
-                throw RelayError(.internalError)
-            }
+            let policy = try lookup.get()
             guard size <= configuration.maxEventBytes else { throw RelayError(.payloadTooLarge, "events are limited to \(configuration.maxEventBytes) bytes") }
             if let reply = try dispatch(event, policy: policy, user: user, ackID: event.ackID) {
                 if let id = event.ackID {
