@@ -117,7 +117,9 @@ public final class RelayServer: Sendable {
                 let originOK = head.headers.first(name: "origin").map(origins.allows) ?? true
                 let isEcho = configuration.echoPath.map { $0 == path } ?? false
                 let isEngineIO = (path == "/socket.io/" || path == "/socket.io") && query["EIO"] == "4" && query["transport"] == "websocket"
-                guard admitted, originOK, isEcho || isEngineIO else {
+                // RFC 6455 §4.2.1: a GET over HTTP/1.1 or later (HTTP/1.0 and POST upgrades are refused).
+                let wellFormed = UpgradeRequestRules.isAcceptable(head)
+                guard admitted, originOK, wellFormed, isEcho || isEngineIO else {
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
                 var headers = HTTPHeaders()
@@ -135,7 +137,11 @@ public final class RelayServer: Sendable {
                         try channel.pipeline.syncOperations.addHandler(
                             WebSocketEchoHandler(maxMessageBytes: configuration.maxPayload, deflate: info.deflate, shard: shard, thresholdBytes: configuration.deflateThresholdBytes))
                     } else {
-                        try channel.pipeline.syncOperations.addHandler(EngineIOHandler(relay: relay, handshake: info))
+                        // Small frames only until CONNECT succeeds (the decoder's own limit is maxPayload).
+                        let frameGuard = FrameSizeGuard(limit: configuration.maxConnectPayload)
+                        let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+                        try channel.pipeline.syncOperations.addHandler(frameGuard, position: .before(decoder))
+                        try channel.pipeline.syncOperations.addHandler(EngineIOHandler(relay: relay, handshake: info, frameGuard: frameGuard))
                     }
                 }
             })

@@ -8,6 +8,9 @@ import XCTest
 
 /// A sink that records what it is sent.
 final class RecordingSink: ConnectionSink {
+    /// Rooms this sink's (pretend) token allows; `nil` allows every room.
+    var allowedRooms: Set<String>?
+    func mayAccess(room: String) -> Bool { allowedRooms?.contains(room) ?? true }
     let connectionID: ConnectionID
     var received: [String] = []
     var flushes = 0

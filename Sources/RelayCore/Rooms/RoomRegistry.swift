@@ -39,6 +39,12 @@ public struct RoomRegistry: Sendable {
     public var maxMembersPerRoom: Int
     private var rooms: [String: Room] = [:]
     private var roomsByConnection: [ConnectionID: Set<String>] = [:]
+    /// Members per room, maintained on every join and leave.
+    public private(set) var sizes = RoomSizeHistogram()
+    /// Rooms by member count, and the counts present in descending order: the busiest rooms
+    /// are read without walking every room.
+    private var roomsBySize: [Int: Set<String>] = [:]
+    private var distinctSizes: [Int] = []
 
     public init(maxRoomsPerConnection: Int = 100, maxMembersPerRoom: Int = 10_000) {
         self.maxRoomsPerConnection = maxRoomsPerConnection
@@ -60,6 +66,7 @@ public struct RoomRegistry: Sendable {
         r.devicesByUser[user] = devices
         r.partitionCounts[partition, default: 0] += 1
         rooms[room] = r
+        resized(room, from: r.members.count - 1, to: r.members.count)
         roomsByConnection[connection, default: []].insert(room)
         return JoinResult(alreadyMember: false, userBecamePresent: devices == 1)
     }
@@ -72,6 +79,7 @@ public struct RoomRegistry: Sendable {
         let left = (r.partitionCounts[member.partition] ?? 1) - 1
         if left <= 0 { r.partitionCounts.removeValue(forKey: member.partition) } else { r.partitionCounts[member.partition] = left }
         rooms[room] = r.members.isEmpty ? nil : r
+        resized(room, from: r.members.count + 1, to: r.members.count)
         if var set = roomsByConnection[connection] {
             set.remove(room)
             roomsByConnection[connection] = set.isEmpty ? nil : set
@@ -122,10 +130,46 @@ public struct RoomRegistry: Sendable {
         rooms.map { (room: $0.key, members: $0.value.members.count, users: $0.value.devicesByUser.count) }
     }
 
-    /// Rooms with their member counts, busiest first (ties by name).
-    public func busiestRooms(limit: Int) -> [(room: String, members: Int)] {
-        rooms.map { (room: $0.key, members: $0.value.members.count) }
-            .sorted { $0.members != $1.members ? $0.members > $1.members : $0.room < $1.room }
-            .prefix(limit).map { $0 }
+    /// Rooms with their member counts, busiest first. Ties are by name when at most 256 rooms
+    /// share a size, else in no particular order: the cost is bounded by `limit` and the
+    /// number of distinct sizes, never by the number of rooms.
+    public func busiestRooms(limit: Int) -> [(room: String, members: Int, users: Int)] {
+        var out: [(room: String, members: Int, users: Int)] = []
+        for size in distinctSizes where out.count < limit {
+            guard let names = roomsBySize[size] else { continue }
+            let tied = names.count <= 256 ? names.sorted() : Array(names.prefix(limit - out.count))
+            for name in tied.prefix(limit - out.count) {
+                out.append((room: name, members: size, users: rooms[name]?.devicesByUser.count ?? 0))
+            }
+        }
+        return out
+    }
+
+    private mutating func resized(_ room: String, from old: Int, to new: Int) {
+        sizes.resize(from: old, to: new)
+        if old > 0 {
+            roomsBySize[old]?.remove(room)
+            if roomsBySize[old]?.isEmpty == true {
+                roomsBySize[old] = nil
+                let i = Self.position(of: old, in: distinctSizes)
+                if i < distinctSizes.count, distinctSizes[i] == old { distinctSizes.remove(at: i) }
+            }
+        }
+        if new > 0 {
+            if roomsBySize[new] == nil {
+                distinctSizes.insert(new, at: Self.position(of: new, in: distinctSizes))
+            }
+            roomsBySize[new, default: []].insert(room)
+        }
+    }
+
+    /// Where `size` is or would go in the descending `sizes` (binary search).
+    private static func position(of size: Int, in sizes: [Int]) -> Int {
+        var low = 0, high = sizes.count
+        while low < high {
+            let mid = (low + high) / 2
+            if sizes[mid] > size { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 }

@@ -48,12 +48,16 @@ public enum ConfigurationLoader {
         Key(name: "ping-interval", kind: .int, secret: false, defaultValue: "25000", help: "Engine.IO pingInterval, ms"),
         Key(name: "ping-timeout", kind: .int, secret: false, defaultValue: "20000", help: "Engine.IO pingTimeout, ms"),
         Key(name: "max-payload", kind: .int, secret: false, defaultValue: "1000000", help: "largest inbound message, bytes"),
+        Key(name: "max-connect-payload", kind: .int, secret: false, defaultValue: "16384", help: "largest inbound message or frame before CONNECT succeeded, bytes"),
         Key(name: "connect-timeout", kind: .int, secret: false, defaultValue: "10000", help: "time to send CONNECT, ms"),
         Key(name: "handshake-timeout", kind: .int, secret: false, defaultValue: "10000", help: "time to finish an HTTP request, ms"),
         Key(name: "max-event-bytes", kind: .int, secret: false, defaultValue: "65536", help: "largest client event, bytes"),
         Key(name: "events-per-second", kind: .double, secret: false, defaultValue: "50", help: "sustained events per second per connection"),
         Key(name: "event-burst", kind: .double, secret: false, defaultValue: "100", help: "event burst per connection"),
         Key(name: "rate", kind: .list, secret: false, defaultValue: nil, help: "per-kind budgets KIND=PER_SECOND[:BURST]"),
+        Key(name: "error-replies-per-second", kind: .double, secret: false, defaultValue: "5", help: "error replies per connection per second (burst 4×, at least 20); past it: close 1008"),
+        Key(name: "receipts-per-user-per-second", kind: .double, secret: false, defaultValue: "400", help: "receipts one user may write per second over all sockets (burst 2×)"),
+        Key(name: "max-pending-receipts", kind: .int, secret: false, defaultValue: "256", help: "receipts of one connection awaiting commit"),
         Key(name: "max-rooms-per-connection", kind: .int, secret: false, defaultValue: "100", help: "rooms per connection"),
         Key(name: "max-members-per-room", kind: .int, secret: false, defaultValue: "10000", help: "members per room"),
         Key(name: "max-connections", kind: .int, secret: false, defaultValue: "100000", help: "connections in total"),
@@ -73,6 +77,7 @@ public enum ConfigurationLoader {
         Key(name: "redis", kind: .string, secret: true, defaultValue: nil, help: "redis://host:port to join a cluster of nodes"),
         Key(name: "node-id", kind: .string, secret: false, defaultValue: nil, help: "this node's id in the cluster (default: random)"),
         Key(name: "cluster-heartbeat-ms", kind: .int, secret: false, defaultValue: "2000", help: "cluster heartbeat; a node silent for 3 heartbeats leaves presence"),
+        Key(name: "metrics-key", kind: .string, secret: true, defaultValue: nil, help: "bearer key required by GET /metrics (≥ 16 chars; unset: open)"),
         Key(name: "log-level", kind: .string, secret: false, defaultValue: "info", help: "trace, debug, info, notice, warning, error, critical"),
         Key(name: "log-format", kind: .string, secret: false, defaultValue: "text", help: "text or json"),
     ]
@@ -189,6 +194,7 @@ public enum ConfigurationLoader {
         if let v = int("ping-interval", min: 1) { c.pingIntervalMs = v }
         if let v = int("ping-timeout", min: 1) { c.pingTimeoutMs = v }
         if let v = int("max-payload", min: 16) { c.maxPayload = v }
+        if let v = int("max-connect-payload", min: 1024) { c.maxConnectPayload = v }
         if let v = int("connect-timeout", min: 1) { c.connectTimeoutMs = v }
         if let v = int("handshake-timeout", min: 1) { c.handshakeTimeoutMs = v }
         if let v = int("max-event-bytes", min: 16) { c.maxEventBytes = v }
@@ -203,6 +209,9 @@ public enum ConfigurationLoader {
             }
             c.eventsPerSecondByClass[kind] = .init(perSecond: numbers[0], burst: numbers.count == 2 ? numbers[1] : numbers[0] * 2)
         }
+        if let v = double("error-replies-per-second") { c.errorReplies = .init(perSecond: v, burst: max(20, v * 4)) }
+        if let v = double("receipts-per-user-per-second") { c.receiptsPerUser = .init(perSecond: v, burst: v * 2) }
+        if let v = int("max-pending-receipts", min: 1) { c.maxPendingReceiptsPerConnection = v }
         if let v = int("max-rooms-per-connection", min: 1) { c.maxRoomsPerConnection = v }
         if let v = int("max-members-per-room", min: 1) { c.maxMembersPerRoom = v }
         if let v = int("max-connections", min: 1) { c.maxConnections = v }
@@ -230,6 +239,9 @@ public enum ConfigurationLoader {
         }
         c.nodeID = string("node-id")
         if let v = int("cluster-heartbeat-ms", min: 50) { c.clusterHeartbeatMs = Int64(v) }
+        if let key = string("metrics-key") {
+            if key.utf8.count < 16 { problems.append("metrics-key: must be at least 16 characters") } else { c.metricsKey = key }
+        }
         if let level = string("log-level"), !["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) {
             problems.append("log-level: \(level) is not a level")
         }

@@ -38,6 +38,9 @@ public struct RelayConfiguration: Sendable {
     public var pingTimeoutMs = 20_000
     /// Largest inbound message (bytes); larger ones close the socket with 1009.
     public var maxPayload = 1_000_000
+    /// Largest inbound message or frame (bytes) before CONNECT succeeded: an unauthenticated
+    /// socket cannot make the relay buffer `maxPayload` (1009 when over).
+    public var maxConnectPayload = 16 * 1024
     /// Time for a client to send CONNECT (`40`) after the socket opens.
     public var connectTimeoutMs = 10_000
     /// Time for a TCP client to complete its HTTP request (upgrade or API call).
@@ -66,6 +69,14 @@ public struct RelayConfiguration: Sendable {
         .custom: .init(perSecond: 30, burst: 60),
         .control: .init(perSecond: 20, burst: 50),
     ]
+    /// Error replies (error acks and `error` events) a connection may cause; past the budget
+    /// the relay stops answering and closes the socket with 1008.
+    public var errorReplies = EventRateLimiter.Budget(perSecond: 5, burst: 20)
+    /// Receipts (`message:delivered`/`message:read`) one user may write per second across all
+    /// of their connections; over it they get `rate_limited`.
+    public var receiptsPerUser = EventRateLimiter.Budget(perSecond: 400, burst: 800)
+    /// Receipts of one connection waiting for their commit; more get `rate_limited`.
+    public var maxPendingReceiptsPerConnection = 256
     public var maxRoomsPerConnection = 100
     public var maxMembersPerRoom = 10_000
     public var maxConnections = 100_000
@@ -76,6 +87,8 @@ public struct RelayConfiguration: Sendable {
     /// Origins allowed to open a WebSocket. Empty: only clients that send no `Origin` (native
     /// apps). `*` allows any origin.
     public var allowedOrigins: [String] = []
+    /// Bearer key required by `GET /metrics` when set (else it is open, for an internal network).
+    public var metricsKey: String?
     /// Largest HTTP API request body.
     public var maxHTTPBodyBytes = 256 * 1024
 

@@ -85,6 +85,7 @@ extension EngineIOHandler {
             hub.metrics.connectsOK.increment()
             phase = .connected(user)
             connectTimeout?.cancel()
+            authenticated()
             sendText(SocketPacket(type: .connect, data: .object([("sid", .string(sid))])).encodedMessage())
             flushOutbound()
             relay.logger.info("connect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "ip": "\(handshake.remoteIP)"])
@@ -231,6 +232,13 @@ extension EngineIOHandler {
 
     /// An error ack when the event asked for one, else an `error` event.
     func sendError(_ error: RelayError, event: String?, ackID: Int64?) {
+        // Error replies are budgeted: a client that keeps sending refused events is closed
+        // with 1008 instead of getting an unlimited stream of answers.
+        guard errorBudget.tryConsume(now: hub.clock.monotonicMs()) else {
+            hub.metrics.errorBudgetCloses.increment()
+            close(code: CloseCode.policyViolation, reason: "too many refused events")
+            return
+        }
         if let ackID {
             sendText(SocketPacket.ackMessage(id: ackID, payload: error.ackPayload))
         } else {

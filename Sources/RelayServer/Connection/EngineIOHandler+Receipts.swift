@@ -14,6 +14,18 @@ extension EngineIOHandler {
         if let kind = ReceiptKind(eventName: event.name) {
             let receipt = try NewReceipt(payload: event.payload, userID: user.userID, kind: kind, ts: hub.clock.wallMs())
             guard hub.isMember(room: receipt.room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(receipt.room) first") }
+            // Quotas bound the writer's queue: per connection (receipts awaiting commit) and
+            // per user across all of their sockets.
+            guard pendingReceipts < configuration.maxPendingReceiptsPerConnection else {
+                hub.metrics.receiptQuotaRefusals.increment()
+                throw RelayError(.rateLimited, "at most \(configuration.maxPendingReceiptsPerConnection) receipts awaiting commit per connection")
+            }
+            let now = hub.clock.monotonicMs()
+            guard relay.receiptQuota.withLockedValue({ $0.record(user.userID, now: now) }) else {
+                hub.metrics.receiptQuotaRefusals.increment()
+                throw RelayError(.rateLimited, "receipt quota of \(Int(configuration.receiptsPerUser.perSecond))/s per user spent")
+            }
+            pendingReceipts += 1
             let ackID = event.ackID
             store.record(receipt, on: context.eventLoop).whenComplete { result in
                 loop.value.receiptRecorded(result, ackID: ackID, event: event.name)
@@ -35,13 +47,19 @@ extension EngineIOHandler {
         }
         let ackID = event.ackID
         let cursor = since
+        let pageSize = limit
         store.sync(authorID: user.userID, since: cursor, limit: limit, on: context.eventLoop).whenComplete { result in
             let handler = loop.value
             switch result {
             case .success(let receipts):
                 guard let ackID else { return }
                 let next = receipts.last?.id ?? cursor
-                let payload = JSONValue.object([("ok", true), ("receipts", .array(receipts.map(\.json))), ("next", .int(next))])
+                // Only receipts of rooms this token allows: the author id is the sender's claim.
+                // `next` still moves past the ones left out, and `more` says whether to go on.
+                let visible = receipts.filter { user.rooms.allows($0.room) }
+                let payload = JSONValue.object([
+                    ("ok", true), ("receipts", .array(visible.map(\.json))), ("next", .int(next)), ("more", .bool(receipts.count == pageSize)),
+                ])
                 handler.sendText(SocketPacket.ackMessage(id: ackID, payload: payload))
                 handler.flushOutbound()
             case .failure:
@@ -53,6 +71,7 @@ extension EngineIOHandler {
 
     /// Runs on the connection's loop once the receipt's transaction committed (or failed).
     private func receiptRecorded(_ result: Result<RecordedReceipt, Error>, ackID: Int64?, event: String) {
+        pendingReceipts -= 1
         switch result {
         case .success(let recorded):
             if let ackID, !closing {

@@ -29,8 +29,17 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     var shard: LoopShard?
     var phase = Phase.awaitingConnect
     var limiter: EventRateLimiter
+    /// Error replies this connection may still cause (then 1008).
+    var errorBudget: TokenBucket
+    /// Receipts of this connection waiting for their commit.
+    var pendingReceipts = 0
     var outbound: OutboundQueue<OutboundMessage>
     private var reader: WebSocketMessageReader?
+    /// The pre-authentication frame guard, removed once CONNECT succeeded.
+    var frameGuard: FrameSizeGuard?
+    /// A WebSocket pong owed to the peer while the socket was not writable: only the latest
+    /// ping is answered (RFC 6455 §5.5.3), so a ping flood cannot grow the write buffer.
+    private var pendingPong: ByteBuffer?
     private var pingTask: Scheduled<Void>?
     private var pongTimeout: Scheduled<Void>?
     var connectTimeout: Scheduled<Void>?
@@ -44,14 +53,16 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     var configuration: RelayConfiguration { relay.configuration }
     var hub: Hub { relay.hub }
 
-    init(relay: RelayContext, handshake: HandshakeInfo) {
+    init(relay: RelayContext, handshake: HandshakeInfo, frameGuard: FrameSizeGuard? = nil) {
         self.relay = relay
         self.handshake = handshake
+        self.frameGuard = frameGuard
         self.connectionID = relay.makeConnectionID()
         self.sid = SessionID.make()
         self.engineSID = SessionID.make()
         let c = relay.configuration
         self.limiter = EventRateLimiter(overall: c.eventsPerSecond, perClass: c.eventsPerSecondByClass, now: relay.hub.clock.monotonicMs())
+        self.errorBudget = TokenBucket(capacity: c.errorReplies.burst, ratePerSecond: c.errorReplies.perSecond, now: relay.hub.clock.monotonicMs())
         self.outbound = OutboundQueue(softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
     }
 
@@ -89,6 +100,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         connectTimeout?.cancel()
         if outbound.count > 0 { hub.metrics.dropped.increment(by: Int64(outbound.count)) }
         outbound.removeAll()
+        pendingPong = nil
         let why = closeReason ?? "closed"
         hub.metrics.disconnect(reason: why)
         if case .connected(let user) = phase, let shard {
@@ -106,6 +118,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         case CloseCode.connectTimeout: return "connect_timeout"
         case CloseCode.authenticationFailed: return "auth_failed"
         case CloseCode.kicked: return "kicked"
+        case CloseCode.policyViolation: return "policy_violation"
         case CloseCode.slowConsumer: return "slow_consumer"
         case CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayloadData, CloseCode.messageTooBig: return "protocol_error"
         default: return "closed"
@@ -140,16 +153,18 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         guard !closing else { return }
-        if reader == nil {
-            reader = WebSocketMessageReader(maxMessageBytes: configuration.maxPayload, inflater: handshake.deflate != nil ? shard?.inflater : nil)
-        }
-        switch reader!.read(frame, allocator: context.channel.allocator) {
+        // Until CONNECT succeeded, messages are held to the small pre-authentication limit.
+        var reader = self.reader ?? WebSocketMessageReader(
+            maxMessageBytes: configuration.maxConnectPayload, inflater: handshake.deflate != nil ? shard?.inflater : nil)
+        let output = reader.read(frame, allocator: context.channel.allocator)
+        self.reader = reader
+        switch output {
         case .none, .pong:
             break
         case .message(let opcode, let buffer):
             handleMessage(buffer, opcode: opcode)
         case .ping(let data):
-            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: data)), promise: nil)
+            answerPing(data, context: context)
         case .peerClosed(let code):
             close(code: code, reason: "")
         case .fail(let code, let reason):
@@ -187,6 +202,26 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         case .open:
             close(code: CloseCode.protocolError, reason: "clients do not send open packets")
         }
+    }
+
+    /// Answers a WebSocket ping at once when the socket drains, else remembers only the latest.
+    private func answerPing(_ data: ByteBuffer, context: ChannelHandlerContext) {
+        if outbound.isEmpty && pendingPong == nil && context.channel.isWritable {
+            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: data)), promise: nil)
+            needsFlush = true
+            flushOutbound()
+        } else {
+            pendingPong = data
+        }
+    }
+
+    /// The socket authenticated: lift the pre-authentication limits.
+    func authenticated() {
+        reader?.maxMessageBytes = configuration.maxPayload
+        if let frameGuard, let context {
+            context.pipeline.syncOperations.removeHandler(frameGuard, promise: nil)
+        }
+        frameGuard = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -261,17 +296,31 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        // Stop reading from a peer that does not read what we write: whatever it sends would
+        // only make more replies to buffer. Reading resumes once the writes drain.
+        let writable = context.channel.isWritable
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: writable)
         drainOutbound()
         context.fireChannelWritabilityChanged()
     }
 
     private func drainOutbound() {
         guard let context else { return }
+        if let pong = pendingPong, context.channel.isWritable {
+            pendingPong = nil
+            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: pong)), promise: nil)
+            needsFlush = true
+        }
         while context.channel.isWritable, let message = outbound.dequeue() {
             context.write(wrapOutboundOut(frame(for: message, allocator: context.channel.allocator)), promise: nil)
             needsFlush = true
         }
         flushOutbound()
+    }
+
+    func mayAccess(room: String) -> Bool {
+        if case .connected(let user) = phase { return user.rooms.allows(room) }
+        return false
     }
 
     /// Engine.IO `1` (close) then WebSocket 1001: clients reconnect with their own backoff.

@@ -15,6 +15,8 @@ public final class RelayContext: Sendable {
     /// The durable receipt store; `nil` disables receipts (`store_unavailable`).
     public let receipts: (any ReceiptStore)?
     public let logger: Logger
+    /// Receipts each user may still write (across all of their sockets), per second.
+    let receiptQuota: NIOLockedValueBox<KeyedRateLimiter>
     private let nextID = NIOLockedValueBox<UInt64>(0)
 
     public convenience init(configuration: RelayConfiguration, hub: Hub, verifier: TokenVerifier, receipts: (any ReceiptStore)?, logger: Logger) {
@@ -37,6 +39,7 @@ public final class RelayContext: Sendable {
             maxConnections: configuration.maxConnections, maxPerIP: configuration.maxConnectionsPerIP,
             authFailures: configuration.authFailuresPerIP)
         self.logger = logger
+        self.receiptQuota = NIOLockedValueBox(KeyedRateLimiter(budget: configuration.receiptsPerUser))
     }
 
     func makeConnectionID() -> ConnectionID {

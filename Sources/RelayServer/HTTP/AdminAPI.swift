@@ -72,7 +72,7 @@ struct AdminAPI {
         let fanout = m.histogram("relay_fanout_seconds")
         let commit = m.histogram("relay_receipt_commit_seconds")
         let lag = m.histogram("relay_event_loop_lag_seconds")
-        let busiest = hub.roomsPage(prefix: nil, offset: 0, limit: 10).rooms.map { r -> JSONValue in
+        let busiest = hub.busiestRooms(limit: 10).map { r -> JSONValue in
             ["room": .string(r.room), "members": .int(Int64(r.members)), "users": .int(Int64(r.users))]
         }
         return [

@@ -18,6 +18,10 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var body: ByteBuffer?
     private var tooLarge = false
     private var idleTimeout: Scheduled<Void>?
+    /// A complete request held back while the client is not reading our answers: the next
+    /// answer is only produced once the previous ones drained, so a client that pipelines
+    /// requests and never reads costs one response, not gigabytes.
+    private var parked: (request: HTTPRequest, keepAlive: Bool)?
 
     init(relay: RelayContext, router: HTTPRouter, admitted: Bool) {
         self.relay = relay
@@ -57,7 +61,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 body = nil
                 return
             }
-            if body == nil { body = chunk } else { body!.writeBuffer(&chunk) }
+            if var existing = body {
+                existing.writeBuffer(&chunk)
+                body = existing
+            } else {
+                body = chunk
+            }
         case .end:
             guard let head else { return }
             self.head = nil
@@ -68,14 +77,35 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 return
             }
             let request = HTTPRequest(head: head, body: body.map { Array($0.readableBytesView) } ?? [], remoteIP: context.channel.remoteAddress?.ipAddress ?? "unknown", admitted: admitted)
-            let keepAlive = head.isKeepAlive
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            router.route(request, on: context.eventLoop).whenComplete { result in
-                let (handler, context) = bound.value
-                switch result {
-                case .success(let response): handler.write(response, keepAlive: keepAlive, context: context)
-                case .failure: handler.write(.error(.internalServerError, code: "internal_error", message: "internal error"), keepAlive: false, context: context)
-                }
+            body = nil
+            if context.channel.isWritable {
+                respond(to: request, keepAlive: head.isKeepAlive, context: context)
+            } else {
+                parked = (request, head.isKeepAlive)
+                // A client that never reads is closed like an idle one.
+                armIdleTimeout(context: context)
+            }
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        let writable = context.channel.isWritable
+        // Stop reading requests while the answers already written are not being read.
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: writable)
+        if writable, let (request, keepAlive) = parked {
+            parked = nil
+            respond(to: request, keepAlive: keepAlive, context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func respond(to request: HTTPRequest, keepAlive: Bool, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        router.route(request, on: context.eventLoop).whenComplete { result in
+            let (handler, context) = bound.value
+            switch result {
+            case .success(let response): handler.write(response, keepAlive: keepAlive, context: context)
+            case .failure: handler.write(.error(.internalServerError, code: "internal_error", message: "internal error"), keepAlive: false, context: context)
             }
         }
     }
@@ -124,6 +154,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 task.cancel()
                 return
             }
+            // A dashboard that does not read misses updates instead of buffering them.
+            guard channel.isWritable else { return }
             let (handler, context) = bound.value
             let bytes = stream.chunk()
             var buffer = channel.allocator.buffer(capacity: bytes.count)
@@ -133,6 +165,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        parked = nil
         streamTask?.cancel()
         streamTask = nil
         context.fireChannelInactive()

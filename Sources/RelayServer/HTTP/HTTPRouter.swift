@@ -37,6 +37,7 @@ struct HTTPRouter: Sendable {
         case (.GET, "/healthz"):
             return .json(.ok, .object([("status", "ok")]))
         case (.GET, "/metrics"):
+            if let key = relay.configuration.metricsKey, !authorized(request, key: key) { return unauthorized() }
             return HTTPResponse(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(MetricsEndpoint(relay: relay).render().utf8))
         case (.GET, "/dashboard"), (.GET, "/dashboard/"):
             var r = HTTPResponse(status: .ok, contentType: "text/html; charset=utf-8", body: Array(Dashboard.html.utf8))
@@ -52,6 +53,9 @@ struct HTTPRouter: Sendable {
     private func refuseEngineIO(_ request: HTTPRequest, query: QueryString) -> HTTPResponse {
         if let origin = request.head.headers.first(name: "origin"), !OriginPolicy(allowed: relay.configuration.allowedOrigins).allows(origin) {
             return .error(.forbidden, code: "origin_not_allowed", message: "origin \(origin) is not allowed")
+        }
+        if let problem = UpgradeRequestRules.problem(request.head) {
+            return .error(.badRequest, code: "bad_upgrade_request", message: problem)
         }
         if query["EIO"] != "4" {
             return .error(.badRequest, code: "unsupported_protocol_version", message: "only Engine.IO v4 (EIO=4) is served")

@@ -13,6 +13,9 @@ public protocol ConnectionSink: AnyObject {
     func goAway()
     /// A close was already started.
     var isClosing: Bool { get }
+    /// This connection's token allows `room`: it may see the room's receipts even when it has
+    /// not joined it (the author's other devices).
+    func mayAccess(room: String) -> Bool
 }
 
 extension ConnectionSink {

@@ -30,9 +30,15 @@ extension Hub {
         return (Array(all.dropFirst(offset).prefix(limit)), all.count)
     }
 
-    /// Member counts of every room (the members-per-room histogram).
-    public func roomSizes() -> [Int] {
-        state.withLockedValue { s in s.rooms.memberCounts().map(\.members) }
+    /// The members-per-room histogram, maintained on join and leave: O(1) to read, whatever
+    /// the number of rooms.
+    public func roomSizes() -> RoomSizeHistogram {
+        state.withLockedValue { $0.rooms.sizes }
+    }
+
+    /// The busiest rooms, read from the size index (cost independent of the room count).
+    public func busiestRooms(limit: Int) -> [(room: String, members: Int, users: Int)] {
+        state.withLockedValue { $0.rooms.busiestRooms(limit: limit) }
     }
 
     public var userCount: Int { state.withLockedValue { $0.directory.userCount } }

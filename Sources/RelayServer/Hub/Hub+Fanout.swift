@@ -70,8 +70,10 @@ extension Hub {
         return count
     }
 
-    /// Forwards a committed receipt to its room and to every device of the message's author,
-    /// the author's devices outside the room included (each socket gets it once).
+    /// Forwards a committed receipt to its room and to the devices of the message's author
+    /// whose token allows the room, the author's devices outside the room included (each
+    /// socket gets it once). The author id is the sender's claim: a device that may not see
+    /// the room never gets it.
     public func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
         let (roomPartitions, others, authorPartitions, deflateClients) = state.withLockedValue { s in
             let count = s.rooms.memberCount(room: receipt.room)

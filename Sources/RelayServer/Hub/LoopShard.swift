@@ -124,14 +124,15 @@ public final class LoopShard: @unchecked Sendable {
     }
 
     /// Delivers to the user's local sockets that are not members of `room` (they got it from
-    /// the room already).
+    /// the room already) and whose token allows the room (a receipt never reaches a device that
+    /// may not see its room, whoever the sender named as the author).
     @discardableResult
     func deliver(user: String, _ message: OutboundMessage, skippingMembersOf room: String, excludeConnection: ConnectionID?) -> Int {
         eventLoop.preconditionInEventLoop()
         guard let sinks = users[user] else { return 0 }
         let members = rooms[room]
         var n = 0
-        for (id, sink) in sinks where members?[id] == nil && id != excludeConnection {
+        for (id, sink) in sinks where members?[id] == nil && id != excludeConnection && sink.mayAccess(room: room) {
             sink.enqueue(message)
             flushLater(sink)
             n += 1

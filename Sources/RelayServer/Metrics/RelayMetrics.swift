@@ -17,6 +17,8 @@ public final class RelayMetrics: Sendable {
     let coalesced: Counter
     let dropped: Counter
     let slowConsumerCloses: Counter
+    let errorBudgetCloses: Counter
+    let receiptQuotaRefusals: Counter
     let receiptCommit: Timer
     let receiptBatch: Recorder
     let receiptsStored: Counter
@@ -28,7 +30,7 @@ public final class RelayMetrics: Sendable {
     let redisLinkUp: Meter
     let redisDegraded: Counter
 
-    public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "shutdown", "protocol_error", "closed"]
+    public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "shutdown", "protocol_error", "policy_violation", "closed"]
 
     public init(registry: PrometheusRegistry = PrometheusRegistry()) {
         self.registry = registry
@@ -42,6 +44,8 @@ public final class RelayMetrics: Sendable {
         r.describe("relay_coalesced_total", "Queued events replaced by a newer one with the same key (backpressure)")
         r.describe("relay_dropped_total", "Queued events discarded because their connection closed")
         r.describe("relay_slow_consumer_closes_total", "Connections closed with 4008 because their outbound queue passed its hard limit")
+        r.describe("relay_error_budget_closes_total", "Connections closed with 1008 after spending their error-reply budget")
+        r.describe("relay_receipt_quota_refusals_total", "Receipts refused because the user's or the connection's receipt quota was spent")
         r.describe("relay_receipt_commit_seconds", "Time to commit one batch of receipts")
         r.describe("relay_receipt_batch_size", "Receipts per committed transaction", buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500])
         r.describe("relay_receipts_stored_total", "Receipts committed (new ones)")
@@ -71,6 +75,8 @@ public final class RelayMetrics: Sendable {
         coalesced = Counter(label: "relay_coalesced_total", factory: r)
         dropped = Counter(label: "relay_dropped_total", factory: r)
         slowConsumerCloses = Counter(label: "relay_slow_consumer_closes_total", factory: r)
+        errorBudgetCloses = Counter(label: "relay_error_budget_closes_total", factory: r)
+        receiptQuotaRefusals = Counter(label: "relay_receipt_quota_refusals_total", factory: r)
         receiptCommit = Timer(label: "relay_receipt_commit_seconds", factory: r)
         receiptBatch = Recorder(label: "relay_receipt_batch_size", aggregate: true, factory: r)
         receiptsStored = Counter(label: "relay_receipts_stored_total", factory: r)

@@ -18,7 +18,8 @@ struct WebSocketMessageReader {
         case fail(UInt16, String)
     }
 
-    let maxMessageBytes: Int
+    /// Largest message (after decompression); the session raises it once CONNECT succeeded.
+    var maxMessageBytes: Int
     /// Set when permessage-deflate was negotiated.
     let inflater: MessageInflater?
     private var fragments: ByteBuffer?
