@@ -20,12 +20,16 @@ struct SettingsOptions: ParsableArguments {
     @Option(name: .customLong("ping-interval"), help: "Engine.IO pingInterval, ms (default 25000).") var pingInterval: Int?
     @Option(name: .customLong("ping-timeout"), help: "Engine.IO pingTimeout, ms (default 20000).") var pingTimeout: Int?
     @Option(name: .customLong("max-payload"), help: "Largest inbound message, bytes; larger: close 1009 (default 1000000).") var maxPayload: Int?
+    @Option(name: .customLong("max-connect-payload"), help: "Largest inbound message or frame before CONNECT succeeded, bytes; larger: close 1009 (default 16384).") var maxConnectPayload: Int?
     @Option(name: .customLong("connect-timeout"), help: "Time to send CONNECT after the socket opens, ms (default 10000).") var connectTimeout: Int?
     @Option(name: .customLong("handshake-timeout"), help: "Time to finish an HTTP request or upgrade, ms (default 10000).") var handshakeTimeout: Int?
     @Option(name: .customLong("max-event-bytes"), help: "Largest client event, bytes (default 65536).") var maxEventBytes: Int?
     @Option(name: .customLong("events-per-second"), help: "Sustained events per second per connection (default 50).") var eventsPerSecond: Double?
     @Option(name: .customLong("event-burst"), help: "Event burst per connection (default 100).") var eventBurst: Double?
     @Option(name: .customLong("rate"), help: "Per-kind budget KIND=PER_SECOND[:BURST]; kinds: control, typing, reaction, location, receipt, custom. Repeatable.") var rates: [String] = []
+    @Option(name: .customLong("error-replies-per-second"), help: "Error replies per connection per second, burst 4× (at least 20); past it: close 1008 (default 5).") var errorRepliesPerSecond: Double?
+    @Option(name: .customLong("receipts-per-user-per-second"), help: "Receipts one user may write per second over all sockets, burst 2× (default 400).") var receiptsPerUserPerSecond: Double?
+    @Option(name: .customLong("max-pending-receipts"), help: "Receipts of one connection awaiting commit (default 256).") var maxPendingReceipts: Int?
     @Option(name: .customLong("max-rooms-per-connection"), help: "Default 100.") var maxRoomsPerConnection: Int?
     @Option(name: .customLong("max-members-per-room"), help: "Default 10000.") var maxMembersPerRoom: Int?
     @Option(name: .customLong("max-connections"), help: "Default 100000.") var maxConnections: Int?
@@ -45,6 +49,7 @@ struct SettingsOptions: ParsableArguments {
     @Option(help: "redis://host:port[/db]: join the other relay nodes on this Redis.") var redis: String?
     @Option(name: .customLong("node-id"), help: "This node's id in the cluster (default: random).") var nodeID: String?
     @Option(name: .customLong("cluster-heartbeat-ms"), help: "Cluster heartbeat, ms; a node silent for 3 heartbeats leaves presence (default 2000).") var clusterHeartbeatMs: Int?
+    @Option(name: .customLong("metrics-key"), help: "Bearer key required by GET /metrics (≥ 16 chars); unset: /metrics is open.") var metricsKey: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical (default info).") var logLevel: String?
     @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
 
@@ -55,6 +60,8 @@ struct SettingsOptions: ParsableArguments {
         put("host", host); put("port", port); put("jwt-secret", jwtSecret); put("jwt-public-key", jwtPublicKey); put("jwt-leeway", jwtLeeway)
         put("api-key", apiKey); put("admin-key", adminKey); put("db", db); put("receipts-retention-days", receiptsRetentionDays)
         put("threads", threads); put("ping-interval", pingInterval); put("ping-timeout", pingTimeout); put("max-payload", maxPayload)
+        put("max-connect-payload", maxConnectPayload); put("error-replies-per-second", errorRepliesPerSecond)
+        put("receipts-per-user-per-second", receiptsPerUserPerSecond); put("max-pending-receipts", maxPendingReceipts); put("metrics-key", metricsKey)
         put("connect-timeout", connectTimeout); put("handshake-timeout", handshakeTimeout); put("max-event-bytes", maxEventBytes)
         put("events-per-second", eventsPerSecond); put("event-burst", eventBurst)
         if !rates.isEmpty { f["rate"] = rates.joined(separator: ",") }

@@ -299,7 +299,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         // Stop reading from a peer that does not read what we write: whatever it sends would
         // only make more replies to buffer. Reading resumes once the writes drain.
         let writable = context.channel.isWritable
-        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: writable)
+        if !closing { try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: writable) }
         drainOutbound()
         context.fireChannelWritabilityChanged()
     }
@@ -343,11 +343,23 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         data.writeInteger(code)
         data.writeString(String(reason.prefix(120)))
         let channel = context.channel
+        // Keep reading (and discarding) until the peer goes: closing with unread input would
+        // send a TCP reset, and the peer would lose the close frame and its code.
+        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
         // A stalled reader may never take the close frame: do not wait for it for long.
         let deadline = context.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data))).whenComplete { _ in
-            deadline.cancel()
-            channel.close(promise: nil)
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data))).whenComplete { result in
+            guard case .success = result else {
+                deadline.cancel()
+                channel.close(promise: nil)
+                return
+            }
+            // Half-close: the close frame, then FIN; the peer closes its side (or the deadline
+            // does). Where half-closure is not supported (TLS), close at once.
+            channel.close(mode: .output).whenFailure { _ in
+                deadline.cancel()
+                channel.close(promise: nil)
+            }
         }
     }
 }
