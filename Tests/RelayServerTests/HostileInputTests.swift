@@ -1,0 +1,100 @@
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import RelayCore
+import XCTest
+
+@testable import RelayServer
+
+/// The per-connection bounds that keep a hostile client from growing the relay's memory,
+/// checked on an `EmbeddedChannel` (the e2e suite replays the same attacks on a real process).
+final class HostileInputTests: XCTestCase {
+    func testMessagesBeforeConnectAreHeldToTheSmallLimit() throws {
+        let h = Harness { $0.maxConnectPayload = 1024; $0.maxPayload = 100_000 }
+        let s = try h.session()
+        _ = try s.frames()
+        try s.send("4" + String(repeating: "x", count: 1500))
+        XCTAssertEqual(try s.closeCode(), CloseCode.messageTooBig)
+    }
+
+    func testTheFullLimitAppliesOnceConnected() throws {
+        let h = Harness { $0.maxConnectPayload = 1024; $0.maxPayload = 100_000 }
+        let s = try h.session()
+        try s.connect("alice")
+        try s.send("42[\"room:join\",{\"room\":\"conversation:1\",\"pad\":\"" + String(repeating: "x", count: 5000) + "\"}]")
+        XCTAssertNil(try s.closeCode())
+    }
+
+    func testErrorRepliesSpendABudgetThenClose1008() throws {
+        let h = Harness {
+            $0.errorReplies = .init(perSecond: 1, burst: 3)
+            $0.eventsPerSecond = .init(perSecond: 1000, burst: 1000)
+            $0.eventsPerSecondByClass[.control] = .init(perSecond: 1000, burst: 1000)
+        }
+        let s = try h.session()
+        try s.connect("alice")
+        for i in 1...3 { try s.send("42\(i)[\"Bad_Name\",{}]") }
+        XCTAssertEqual(try s.texts().count, 3)
+        try s.send("424[\"Bad_Name\",{}]")
+        let frames = try s.frames()
+        XCTAssertTrue(frames.filter { $0.opcode == .text }.isEmpty, "no fourth error reply")
+        var close = try XCTUnwrap(frames.first { $0.opcode == .connectionClose }).data
+        XCTAssertEqual(close.readInteger(as: UInt16.self), CloseCode.policyViolation)
+    }
+
+    func testPingsAreAnsweredOnceWhileTheSocketDoesNotDrain() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.connect("alice")
+        s.channel.isWritable = false
+        s.channel.pipeline.fireChannelWritabilityChanged()
+        for i in 0..<1000 { try s.sendBytes(Array("ping \(i)".utf8), opcode: .ping) }
+        XCTAssertTrue(try s.frames().isEmpty, "nothing written while the peer does not read")
+        s.channel.isWritable = true
+        s.channel.pipeline.fireChannelWritabilityChanged()
+        let pongs = try s.frames().filter { $0.opcode == .pong }
+        XCTAssertEqual(pongs.map { String(buffer: $0.data) }, ["ping 999"], "only the latest ping is answered")
+    }
+
+    func testFrameGuardRefusesALargeFrameAtItsHeader() throws {
+        final class Recorder: ChannelInboundHandler {
+            typealias InboundIn = ByteBuffer
+            var bytes = 0
+            var errors: [Error] = []
+            func channelRead(context: ChannelHandlerContext, data: NIOAny) { bytes += unwrapInboundIn(data).readableBytes }
+            func errorCaught(context: ChannelHandlerContext, error: Error) { errors.append(error) }
+        }
+        let recorder = Recorder()
+        let channel = EmbeddedChannel(handlers: [FrameSizeGuard(limit: 16_384), recorder])
+        // A small frame passes untouched.
+        var small = channel.allocator.buffer(capacity: 16)
+        small.writeBytes([0x81, 0x82, 1, 2, 3, 4, 0x41, 0x42])
+        try channel.writeInbound(small)
+        XCTAssertEqual(recorder.bytes, 8)
+        // The header of a 1 MB frame is enough to refuse it; what follows is dropped.
+        var big = channel.allocator.buffer(capacity: 16)
+        big.writeBytes([0x81, 0xFF, 0, 0, 0, 0, 0, 0x0F, 0x42, 0x40, 1, 2, 3, 4, 0x41])
+        try channel.writeInbound(big)
+        XCTAssertEqual(recorder.errors.count, 1)
+        XCTAssertEqual(recorder.errors.first as? NIOWebSocketError, .invalidFrameLength)
+        try channel.writeInbound(small)
+        XCTAssertEqual(recorder.bytes, 8)
+        _ = try channel.finish()
+    }
+
+    func testReceiptsAwaitingCommitAreBoundedPerConnection() throws {
+        let h = Harness { $0.maxPendingReceiptsPerConnection = 2 }
+        let s = try h.session()
+        try s.connect("alice")
+        try s.send("421[\"room:join\",{\"room\":\"conversation:1\"}]")
+        _ = try s.texts()
+        for i in 2...4 { try s.send("42\(i)[\"message:delivered\",{\"room\":\"conversation:1\",\"messageId\":\"m\(i)\",\"authorId\":\"bob\"}]") }
+        let texts = try s.texts()
+        XCTAssertEqual(texts.count, 1, "two wait for their commit, the third is refused: \(texts)")
+        XCTAssertTrue(texts[0].hasPrefix("434[{\"ok\":false,\"error\":{\"code\":\"rate_limited\""), texts[0])
+        h.store.commitNext(id: 1)
+        _ = try s.texts()
+        try s.send("425[\"message:delivered\",{\"room\":\"conversation:1\",\"messageId\":\"m5\",\"authorId\":\"bob\"}]")
+        XCTAssertTrue(try s.texts().isEmpty, "a commit frees a place")
+    }
+}
