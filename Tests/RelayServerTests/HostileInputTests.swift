@@ -97,4 +97,27 @@ final class HostileInputTests: XCTestCase {
         try s.send("425[\"message:delivered\",{\"room\":\"conversation:1\",\"messageId\":\"m5\",\"authorId\":\"bob\"}]")
         XCTAssertTrue(try s.texts().isEmpty, "a commit frees a place")
     }
+
+    func testReceiptsPerUserAreBoundedAcrossConnections() throws {
+        let h = Harness { $0.receiptsPerUser = .init(perSecond: 1, burst: 2) }
+        let a = try h.session()
+        let b = try h.session()
+        for s in [a, b] {
+            try s.connect("alice")
+            try s.send("421[\"room:join\",{\"room\":\"conversation:1\"}]")
+            _ = try s.texts()
+        }
+        try a.send("422[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"m1\",\"authorId\":\"bob\"}]")
+        try b.send("422[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"m2\",\"authorId\":\"bob\"}]")
+        XCTAssertTrue(try a.texts().isEmpty)
+        XCTAssertTrue(try b.texts().isEmpty)
+        // The user's third receipt, on either socket, is over the quota until it refills.
+        try b.send("423[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"m3\",\"authorId\":\"bob\"}]")
+        let refused = try b.texts()
+        XCTAssertEqual(refused.count, 1)
+        XCTAssertTrue(refused[0].hasPrefix("433[{\"ok\":false,\"error\":{\"code\":\"rate_limited\""), refused[0])
+        h.advance(ms: 1000)
+        try b.send("424[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"m4\",\"authorId\":\"bob\"}]")
+        XCTAssertTrue(try b.texts().isEmpty, "refilled after a second")
+    }
 }

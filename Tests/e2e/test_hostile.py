@@ -94,6 +94,11 @@ async def write_for(writer: asyncio.StreamWriter, chunk: bytes, count: int, seco
     return sent
 
 
+def report(name: str, before: int, peak: int, detail: str) -> None:
+    """One line per flood (run with `pytest -s` to read them; docs/BENCHMARKS.md quotes them)."""
+    print(f"\nhostile {name}: RSS {before / MiB:.1f} -> {peak / MiB:.1f} MiB (+{(peak - before) / MiB:.1f}); {detail}")
+
+
 def abort(writer: asyncio.StreamWriter) -> None:
     transport = writer.transport
     if transport is not None:
@@ -195,6 +200,7 @@ async def test_ping_flood_without_reading_stays_bounded(start_relay):
     sent = await write_for(writer, ping * 64, count=200_000, seconds=8)
     peak = rss(relay)
     abort(writer)
+    report("ping flood", before, peak, f"{sent / MiB:.1f} MiB of pings written in <= 8 s")
     # Without backpressure each ping queued a 127-byte pong: `sent` bytes of pings made as many
     # bytes of pongs. With it, the relay stops reading once its answers stop draining.
     assert peak - before < 48 * MiB, f"RSS grew {(peak - before) / MiB:.1f} MiB after {sent / MiB:.1f} MiB of pings"
@@ -211,6 +217,7 @@ async def test_pipelined_http_without_reading_stays_bounded(start_relay):
     sent = await write_for(writer, requests, count=20_000, seconds=8)
     peak = rss(relay)
     abort(writer)
+    report("pipelined GET /metrics", before, peak, f"{sent / MiB:.1f} MiB of requests written in <= 8 s")
     assert peak - before < 48 * MiB, f"RSS grew {(peak - before) / MiB:.1f} MiB after {sent / MiB:.1f} MiB of requests"
     await alive(relay)
 
@@ -241,6 +248,7 @@ async def test_unauthenticated_large_frames_are_refused_at_the_header(start_rela
             closes += 1
         abort(writer)
     assert closes == len(sockets), f"{closes} of {len(sockets)} sockets closed with 1009"
+    report("300 unauthenticated 1 MB frames", before, peak, f"{closes} closed with 1009")
     assert peak - before < 64 * MiB, f"RSS grew {(peak - before) / MiB:.1f} MiB for 300 sockets"
     await alive(relay)
 
