@@ -99,6 +99,9 @@ private func checkPolicy(_ name: String) {
 private func checkValidators(_ payload: JSONValue) {
     if let out = try? EventValidator.reaction(payload) {
         guard (try? EventValidator.reaction(out)) == out else { fatalError("reaction output does not re-validate: \(out)") }
+        guard let id = out["messageId"]?.stringValue, isNFCReference(id), id.unicodeScalars.allSatisfy({ !isControl($0) }) else {
+            fatalError("reaction accepted a messageId that is not an NFC identifier: \(out)")
+        }
         checkStamp(out)
     }
     if let (out, duration) = try? EventValidator.shareLive(payload) {
@@ -117,6 +120,9 @@ private func checkValidators(_ payload: JSONValue) {
     }
     if let out = try? EventValidator.roomOnly(payload) {
         guard (try? EventValidator.roomOnly(out)) == out else { fatalError("roomOnly output does not re-validate: \(out)") }
+        guard let room = out["room"]?.stringValue, isNFCReference(room), room.unicodeScalars.allSatisfy({ !isControl($0) }) else {
+            fatalError("roomOnly accepted a room that is not an NFC identifier: \(out)")
+        }
         checkStamp(out)
     }
     if let out = try? EventValidator.custom(payload) {
@@ -127,7 +133,8 @@ private func checkValidators(_ payload: JSONValue) {
         if let receipt = try? NewReceipt(payload: payload, userID: "u1", kind: kind, ts: 1_700_000_000_000) {
             guard EventValidator.isValidRoomName(receipt.room), !receipt.messageID.isEmpty,
                 receipt.messageID.utf8.count <= EventValidator.maxMessageIDLength,
-                !receipt.authorID.isEmpty, receipt.authorID.utf8.count <= 256,
+                !receipt.authorID.isEmpty, receipt.authorID.utf8.count <= EventValidator.maxAuthorIDLength,
+                isNFCReference(receipt.room), isNFCReference(receipt.messageID), isNFCReference(receipt.authorID),
                 receipt.kind == kind, receipt.userID == "u1"
             else { fatalError("NewReceipt accepted an invalid receipt: \(receipt)") }
             let json = Receipt(id: 1, receipt).json
@@ -153,3 +160,9 @@ private func show(_ bytes: [UInt8]) -> String {
     let text = String(decoding: shown, as: UTF8.self).debugDescription
     return bytes.count > shown.count ? "\(text)… (\(bytes.count) bytes)" : text
 }
+
+/// NFC by a different route than `Identifier.isNormalized`: the stdlib's allocated NFC bytes.
+private func isNFCReference(_ s: String) -> Bool { Array(s.utf8) == s._nfcCodeUnits }
+
+/// C0, DEL and C1 control characters.
+private func isControl(_ u: Unicode.Scalar) -> Bool { u.value < 0x20 || (0x7F...0x9F).contains(u.value) }

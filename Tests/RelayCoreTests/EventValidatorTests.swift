@@ -30,6 +30,32 @@ final class EventValidatorTests: XCTestCase {
         XCTAssertFalse(EventValidator.isValidRoomName("nl\n"))
         XCTAssertFalse(EventValidator.isValidRoomName("nul\u{0}"))
         XCTAssertFalse(EventValidator.isValidRoomName("del\u{7F}"))
+        XCTAssertFalse(EventValidator.isValidRoomName("c1\u{85}"), "C1 controls are refused")
+        XCTAssertTrue(EventValidator.isValidRoomName("conversation:caf\u{E9}"))
+        XCTAssertFalse(EventValidator.isValidRoomName("conversation:cafe\u{301}"), "not NFC")
+    }
+
+    func testNonNFCIdentifiersAreInvalidPayload() {
+        assertRelayError(.invalidPayload) { () throws(RelayError) in try EventValidator.room(in: ["room": "conversation:cafe\u{301}"]) }
+        assertRelayError(.invalidPayload) { () throws(RelayError) in try EventValidator.roomOnly(["room": "jose\u{301}"]) }
+        assertRelayError(.invalidPayload) { () throws(RelayError) in
+            try EventValidator.reaction(["room": "r", "messageId": "jose\u{301}", "emoji": "👍", "action": "add"])
+        }
+        assertRelayError(.invalidPayload) { () throws(RelayError) in
+            try EventValidator.reaction(["room": "r", "messageId": "m\u{1}", "emoji": "👍", "action": "add"])
+        }
+        XCTAssertNoThrow(try EventValidator.reaction(["room": "caf\u{E9}", "messageId": "jos\u{E9}", "emoji": "👍", "action": "add"]))
+        for payload: JSONValue in [
+            ["room": "r", "messageId": "m\u{E9}", "authorId": "jose\u{301}"],
+            ["room": "r", "messageId": "me\u{301}", "authorId": "a"],
+            ["room": "cafe\u{301}", "messageId": "m", "authorId": "a"],
+            ["room": "r", "messageId": "m", "authorId": "a\u{9F}"],
+        ] {
+            XCTAssertThrowsError(try NewReceipt(payload: payload, userID: "u", kind: .read, ts: 1), "\(payload)") { error in
+                XCTAssertEqual((error as? RelayError)?.code, .invalidPayload)
+            }
+        }
+        XCTAssertNoThrow(try NewReceipt(payload: ["room": "r", "messageId": "m\u{E9}", "authorId": "jos\u{E9}"], userID: "u", kind: .read, ts: 1))
         assertRelayError(.invalidPayload) { () throws(RelayError) in try EventValidator.room(in: ["room": ""]) }
         assertRelayError(.invalidPayload) { () throws(RelayError) in
             try EventValidator.room(in: ["room": .string(String(repeating: "r", count: 129))])

@@ -88,11 +88,32 @@ final class JSONParserTests: XCTestCase {
         XCTAssertEqual(pairs.map(\.0), ["z", "a", "m"])
     }
 
-    func testDuplicateKeysKeptFirstWinsOnLookup() throws {
-        let v = try JSONParser.parse(#"{"a":1,"a":2}"#)
-        guard case .object(let pairs) = v else { return XCTFail("expected an object") }
-        XCTAssertEqual(pairs.count, 2)
-        XCTAssertEqual(v["a"], .int(1))
+    func testDuplicateKeysAreRefused() throws {
+        assertJSONError(#"{"a":1,"a":2}"#, .duplicateKey(offset: 7))
+        assertJSONError(#"{ "a" : 1 , "b":2, "a" : 1 }"#, .duplicateKey(offset: 19))
+        assertJSONError(#"{"x":{"k":1,"k":[]}}"#, .duplicateKey(offset: 12))
+        // An escaped spelling of the same key is the same key.
+        assertJSONError(#"{"a":1,"\u0061":2}"#, .duplicateKey(offset: 7))
+        // Keys compare as Swift Strings: canonically equivalent spellings are duplicates too.
+        assertJSONError(#"{"caf\u00e9":1,"cafe\u0301":2}"#, .duplicateKey(offset: 15))
+        // The same key in different objects is fine.
+        let v = try JSONParser.parse(#"{"a":{"a":1},"b":[{"a":2},{"a":3}]}"#)
+        XCTAssertEqual(v["a"], ["a": 1])
+    }
+
+    func testDuplicateKeysInLargeObjectsAreRefused() throws {
+        // Past the linear-scan limit the parser switches to a Set; check both sides of it.
+        for count in [7, 8, 9, 10, 40] {
+            let keys = (0..<count).map { "\"k\($0)\":\($0)" }
+            let ok = "{" + keys.joined(separator: ",") + "}"
+            guard case .object(let pairs) = try JSONParser.parse(ok) else { return XCTFail("expected an object") }
+            XCTAssertEqual(pairs.count, count)
+            for repeated in [0, count / 2, count - 1] {
+                let bad = "{" + keys.joined(separator: ",") + ",\"k\(repeated)\":0}"
+                let offset = ok.utf8.count  // the repeated key's quote replaces the closing brace, after a comma
+                assertJSONError(bad, .duplicateKey(offset: offset))
+            }
+        }
     }
 
     func testWhitespaceEverywhere() {

@@ -58,4 +58,42 @@ final class RoomAuthorizationTests: XCTestCase {
         XCTAssertEqual(RoomAuthorization(patterns: ["a", "b"]), RoomAuthorization(patterns: ["b", "a", ""]))
         XCTAssertNotEqual(RoomAuthorization(patterns: ["a"]), RoomAuthorization(patterns: ["a*"]))
     }
+
+    func testLookAlikeRoomsAreDistinctByBytes() {
+        let auth = RoomAuthorization(patterns: ["conversation:caf\u{E9}", "user:jos\u{E9}"])
+        XCTAssertTrue(auth.allows("conversation:caf\u{E9}"))
+        XCTAssertFalse(auth.allows("conversation:cafe\u{301}"), "canonically equal, different bytes")
+        XCTAssertTrue(auth.allows("user:jos\u{E9}"))
+        XCTAssertFalse(auth.allows("user:jose\u{301}"))
+    }
+
+    func testNonNFCPatternsNeverMatch() {
+        let auth = RoomAuthorization(patterns: ["conversation:cafe\u{301}", "user:jose\u{301}*", "lobby"])
+        XCTAssertEqual(auth.exact, ["lobby"])
+        XCTAssertEqual(auth.prefixes, [])
+        XCTAssertFalse(auth.allows("conversation:cafe\u{301}"))
+        XCTAssertFalse(auth.allows("conversation:caf\u{E9}"))
+        XCTAssertFalse(auth.allows("user:jose\u{301}1"))
+        XCTAssertFalse(auth.allows("user:jos\u{E9}1"))
+    }
+
+    func testPrefixesMatchBytes() {
+        let auth = RoomAuthorization(patterns: ["team:caf\u{E9}*", "conversation:*", "x:e*"])
+        XCTAssertTrue(auth.allows("team:caf\u{E9}:1"))
+        XCTAssertFalse(auth.allows("team:cafe\u{301}:1"), "not NFC")
+        XCTAssertTrue(auth.allows("x:ex"))
+        XCTAssertFalse(auth.allows("x:\u{E9}"), "é is one scalar whose bytes do not start with e")
+        XCTAssertFalse(auth.allows("x:e\u{301}"), "the decomposed spelling is not NFC")
+    }
+
+    func testCombiningMarkRightAfterThePrefix() {
+        let auth = RoomAuthorization(patterns: ["conversation:*"])
+        // `:` does not compose with U+0301, so this room is NFC; byte-wise it starts with the prefix,
+        // although as Characters its `:\u{301}` is one grapheme and `hasPrefix` would say no.
+        let room = "conversation:\u{301}x"
+        XCTAssertTrue(Identifier.isNormalized(room))
+        XCTAssertFalse(room.hasPrefix("conversation:"))
+        XCTAssertTrue(auth.allows(room))
+        XCTAssertFalse(RoomAuthorization(patterns: ["conversation:\u{301}*"]).allows("conversation:x"))
+    }
 }

@@ -6,25 +6,39 @@
 public enum EventValidator {
     public static let maxRoomLength = 128
     public static let maxMessageIDLength = 128
+    /// The longest `authorId` (and user id) in bytes.
+    public static let maxAuthorIDLength = 256
     public static let maxEmojiBytes = 64
     public static let maxLiveShareSeconds: Int64 = 8 * 3600
 
     /// The `room` field of a payload, validated.
     public static func room(in payload: JSONValue) throws(RelayError) -> String {
         guard case .string(let room)? = payload["room"] else { throw RelayError(.invalidPayload, "room (string) is required") }
-        guard isValidRoomName(room) else { throw RelayError(.invalidPayload, "room must be 1-\(maxRoomLength) printable characters") }
+        guard isValidRoomName(room) else {
+            throw RelayError(.invalidPayload, "room must be 1-\(maxRoomLength) bytes of printable characters without spaces, in Unicode NFC")
+        }
         return room
     }
 
+    /// A room name: a valid `Identifier` of at most `maxRoomLength` bytes with no ASCII space.
     public static func isValidRoomName(_ room: String) -> Bool {
-        let utf8 = room.utf8
-        guard !utf8.isEmpty, utf8.count <= maxRoomLength else { return false }
-        return utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
+        guard !room.utf8.contains(0x20) else { return false }
+        return Identifier.isValid(room, maxBytes: maxRoomLength)
     }
 
+    /// The non-empty string field `key`, at most `maxBytes` UTF-8 bytes.
     public static func string(_ payload: JSONValue, _ key: String, maxBytes: Int) throws(RelayError) -> String {
         guard case .string(let s)? = payload[key], !s.isEmpty, s.utf8.count <= maxBytes else {
             throw RelayError(.invalidPayload, "\(key) must be a non-empty string of at most \(maxBytes) bytes")
+        }
+        return s
+    }
+
+    /// The identifier field `key` (a message id, an author id): see `Identifier.isValid`.
+    public static func identifier(_ payload: JSONValue, _ key: String, maxBytes: Int) throws(RelayError) -> String {
+        guard case .string(let s)? = payload[key], Identifier.isValid(s, maxBytes: maxBytes) else {
+            throw RelayError(
+                .invalidPayload, "\(key) must be a non-empty string of at most \(maxBytes) bytes, in Unicode NFC, without control characters")
         }
         return s
     }
@@ -43,7 +57,7 @@ public enum EventValidator {
     /// `message:reaction {room, messageId, emoji, action}`.
     public static func reaction(_ payload: JSONValue) throws(RelayError) -> JSONValue {
         let room = try room(in: payload)
-        let messageID = try string(payload, "messageId", maxBytes: maxMessageIDLength)
+        let messageID = try identifier(payload, "messageId", maxBytes: maxMessageIDLength)
         let emoji = try string(payload, "emoji", maxBytes: maxEmojiBytes)
         guard emoji.count <= 8 else { throw RelayError(.invalidPayload, "emoji must be at most 8 characters") }
         guard case .string(let action)? = payload["action"], action == "add" || action == "remove" else {

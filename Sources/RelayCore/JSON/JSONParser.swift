@@ -2,19 +2,34 @@
 ///
 /// Written by hand because the hot path needs ordered objects, a nesting limit and typed errors,
 /// and because Foundation's `JSONSerialization` is slow and untyped on Linux.
+///
+/// Stricter than RFC 8259 in one way: an object with a repeated key is refused with
+/// `JSONError.duplicateKey(offset:)` (RFC 8259 §4 says names SHOULD be unique, and parsers
+/// disagree on which duplicate wins, so a payload that means one thing to Relay and another to a
+/// client or a JWT library is refused outright). Keys are compared as Swift `String`s, that is
+/// by canonical equivalence, so `"e\u0301"` and `"\u00e9"` count as the same key too.
+///
+/// Every read of the input goes through an explicit bounds check: the buffer is an
+/// `UnsafeBufferPointer`, whose subscript is not checked in optimized builds.
 public struct JSONParser {
     /// Nesting deeper than this is refused, so hostile input cannot exhaust the stack.
     public static let defaultMaxDepth = 32
+    /// Objects with up to this many keys are checked for duplicates by a linear scan; larger ones
+    /// use a `Set`.
+    static let linearKeyScanLimit = 8
 
+    /// Parses a whole JSON text; anything but whitespace after the value is refused.
     public static func parse(_ text: String, maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
         var copy = text
         return try copy.withUTF8 { buf in Result { () throws(JSONError) in try parse(buf, maxDepth: maxDepth) } }.get()
     }
 
+    /// Parses a whole JSON text given as UTF-8 bytes.
     public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
         try bytes.withUnsafeBufferPointer { buf in Result { () throws(JSONError) in try parse(buf, maxDepth: maxDepth) } }.get()
     }
 
+    /// Parses a whole JSON text given as UTF-8 bytes.
     public static func parse(_ bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
         var parser = JSONParser(bytes: bytes, maxDepth: maxDepth)
         parser.skipWhitespace()
@@ -85,13 +100,21 @@ public struct JSONParser {
         guard depth <= maxDepth else { throw .tooDeep(limit: maxDepth) }
         index += 1
         var pairs: [(String, JSONValue)] = []
+        var keys: Set<String>?  // built once the object outgrows the linear scan
         skipWhitespace()
         if try peek() == UInt8(ascii: "}") { index += 1; return .object(pairs) }
         while true {
             skipWhitespace()
             let quote = try peek()
             guard quote == UInt8(ascii: "\"") else { throw .unexpectedByte(quote, offset: index) }
+            let keyOffset = index
             let key = try parseString()
+            if pairs.count < Self.linearKeyScanLimit {
+                for (existing, _) in pairs where existing == key { throw .duplicateKey(offset: keyOffset) }
+            } else {
+                if keys == nil { keys = Set(pairs.lazy.map(\.0)) }
+                guard keys?.insert(key).inserted == true else { throw .duplicateKey(offset: keyOffset) }
+            }
             skipWhitespace()
             let colon = try peek()
             guard colon == UInt8(ascii: ":") else { throw .unexpectedByte(colon, offset: index) }
@@ -181,7 +204,7 @@ public struct JSONParser {
                     throw .invalidUnicode(offset: index)
                 }
                 guard let u = Unicode.Scalar(scalar) else { throw .invalidUnicode(offset: index) }
-                out.append(contentsOf: Array(String(Character(u)).utf8))
+                UTF8.encode(u) { out.append($0) }
             default:
                 throw .invalidEscape(offset: index - 1)
             }
@@ -211,31 +234,41 @@ public struct JSONParser {
         return s
     }
 
+    /// The byte at `index`, or `nil` at the end of the input.
+    private func current() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private static func isDigit(_ b: UInt8?) -> Bool {
+        guard let b else { return false }
+        return (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b)
+    }
+
+    private mutating func skipDigits() { while Self.isDigit(current()) { index += 1 } }
+
     private mutating func parseNumber() throws(JSONError) -> JSONValue {
         let start = index
         var isInteger = true
-        if bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < bytes.count else { throw .unexpectedEnd }
-        if bytes[index] == UInt8(ascii: "0") {
+        if current() == UInt8(ascii: "-") { index += 1 }
+        guard let first = current() else { throw .unexpectedEnd }
+        if first == UInt8(ascii: "0") {
             index += 1
-        } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(bytes[index]) {
-            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+        } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(first) {
+            skipDigits()
         } else {
             throw .invalidNumber(offset: start)
         }
-        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+        if current() == UInt8(ascii: ".") {
             isInteger = false
             index += 1
             let digits = index
-            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            skipDigits()
             guard index > digits else { throw .invalidNumber(offset: start) }
         }
-        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+        if current() == UInt8(ascii: "e") || current() == UInt8(ascii: "E") {
             isInteger = false
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if current() == UInt8(ascii: "+") || current() == UInt8(ascii: "-") { index += 1 }
             let digits = index
-            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            skipDigits()
             guard index > digits else { throw .invalidNumber(offset: start) }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)

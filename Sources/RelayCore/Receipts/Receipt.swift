@@ -34,11 +34,12 @@ public struct NewReceipt: Equatable, Sendable {
         self.ts = ts
     }
 
-    /// Validates `{room, messageId, authorId}` from a client.
+    /// Validates `{room, messageId, authorId}` from a client. Each is an `Identifier` (NFC, no
+    /// control characters); anything else is `invalid_payload`.
     public init(payload: JSONValue, userID: String, kind: ReceiptKind, ts: Int64) throws(RelayError) {
         let room = try EventValidator.room(in: payload)
-        let messageID = try EventValidator.string(payload, "messageId", maxBytes: EventValidator.maxMessageIDLength)
-        let authorID = try EventValidator.string(payload, "authorId", maxBytes: 256)
+        let messageID = try EventValidator.identifier(payload, "messageId", maxBytes: EventValidator.maxMessageIDLength)
+        let authorID = try EventValidator.identifier(payload, "authorId", maxBytes: EventValidator.maxAuthorIDLength)
         self.init(room: room, messageID: messageID, authorID: authorID, userID: userID, kind: kind, ts: ts)
     }
 }

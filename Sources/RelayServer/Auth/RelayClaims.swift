@@ -1,11 +1,12 @@
 import JWTKit
 import RelayCore
 
-/// The claims Relay reads from a client token.
+/// The claims of a client token, as jwt-kit encodes them when Relay signs one (`TokenIssuer`,
+/// tests, the load generator).
 ///
-/// `exp` and `sub` are optional here only so that their absence gets its own error code;
-/// `TokenVerifier` requires both. Time claims are checked by `TokenVerifier` against its
-/// injected clock, so `verify(using:)` checks nothing.
+/// Verification does not decode this type: `TokenVerifier` reads the claims with RelayCore's
+/// `TokenClaims`, which enforces the bounds (NFC `sub` and `rooms`, time claims within ±2^53 s)
+/// without trapping. `verify(using:)` checks nothing.
 public struct RelayClaims: JWTPayload, Equatable {
     public var sub: SubjectClaim?
     public var exp: ExpirationClaim?
@@ -13,6 +14,7 @@ public struct RelayClaims: JWTPayload, Equatable {
     public var iat: IssuedAtClaim?
     public var rooms: [String]?
 
+    /// Claims for a token about to be signed.
     public init(sub: String, exp: ExpirationClaim, nbf: NotBeforeClaim? = nil, iat: IssuedAtClaim? = nil, rooms: [String]?) {
         self.sub = SubjectClaim(value: sub)
         self.exp = exp
@@ -21,11 +23,13 @@ public struct RelayClaims: JWTPayload, Equatable {
         self.rooms = rooms
     }
 
+    /// Checks nothing: time claims are checked by `TokenVerifier` against its injected clock.
     public func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
 /// The identity a verified token establishes.
 public struct AuthenticatedUser: Sendable, Equatable {
+    /// `sub`: an NFC identifier (see `Identifier`), so byte-exact as a dictionary key.
     public var userID: String
     public var rooms: RoomAuthorization
     public var expiresAt: Int64

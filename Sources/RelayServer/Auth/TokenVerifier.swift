@@ -2,11 +2,19 @@ import Foundation
 import JWTKit
 import RelayCore
 
-/// Verifies client tokens with jwt-kit and classifies every failure with its own error code.
+/// Verifies client tokens and classifies every failure with its own error code.
 ///
-/// The header's `alg` is pinned to the configured algorithm before jwt-kit sees the token
-/// (jwt-kit would otherwise accept whatever its default key can check), and `exp`/`nbf` are
-/// checked here against an injected wall clock.
+/// The token is taken apart by RelayCore's `CompactJWT` (a pure parser, fuzzed by
+/// `Fuzz/FuzzJWT.swift`): header, `alg` (pinned to the configured algorithm here, before any
+/// key is used; `none` refused), `crit` (refused), and then the claims (`TokenClaims`: `sub`,
+/// `exp`, `nbf`, `iat`, `rooms`, with bounds and trap-free time conversion). jwt-kit is used
+/// only to check the signature: it decodes the payload as `SignatureOnly`, which reads nothing.
+/// `exp`/`nbf` are checked here against an injected wall clock, with saturating arithmetic.
+///
+/// Order of checks, so each failure has one code: structure and header (`token_missing`,
+/// `token_malformed`, `token_alg_none`), `alg` (`token_alg_mismatch`), signature
+/// (`token_bad_signature`), claims (`token_malformed` for a wrong type, `token_invalid_claims`
+/// for a missing or out-of-range value), then time (`token_expired`, `token_not_yet_valid`).
 public struct TokenVerifier: Sendable {
     public let algorithm: RelayConfiguration.JWTAlgorithm
     public let leewaySeconds: Int64
@@ -16,7 +24,7 @@ public struct TokenVerifier: Sendable {
     /// - Parameter now: wall clock in seconds since 1970 (injectable for tests).
     public init(
         algorithm: RelayConfiguration.JWTAlgorithm, leewaySeconds: Int64 = 30,
-        now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
+        now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }  // trap-ok: the local clock, not network data
     ) async throws {
         self.algorithm = algorithm
         self.leewaySeconds = leewaySeconds
@@ -34,21 +42,17 @@ public struct TokenVerifier: Sendable {
 
     /// Verifies a token; the error is a `RelayError` with a `token_*` code.
     public func verify(_ token: String) async -> Result<AuthenticatedUser, RelayError> {
-        guard !token.isEmpty else { return .failure(RelayError(.tokenMissing)) }
-        guard token.utf8.count <= 8192 else { return .failure(RelayError(.tokenMalformed, "token too long")) }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = Self.base64URLDecode(parts[0]),
-            let header = try? JSONParser.parse(headerBytes), case .string(let alg)? = header["alg"]
-        else {
-            return .failure(RelayError(.tokenMalformed))
-        }
-        if alg.lowercased() == "none" { return .failure(RelayError(.tokenAlgNone)) }
-        guard alg == algorithm.name else {
-            return .failure(RelayError(.tokenAlgMismatch, "token alg \(alg.prefix(16)) is not the configured \(algorithm.name)"))
-        }
-        let claims: RelayClaims
+        let jwt: CompactJWT
         do {
-            claims = try await keys.verify(token, as: RelayClaims.self)
+            jwt = try CompactJWT.parse(token)
+        } catch {
+            return .failure(error)
+        }
+        guard jwt.algorithm == algorithm.name else {
+            return .failure(RelayError(.tokenAlgMismatch, "token alg \(jwt.algorithm.prefix(16)) is not the configured \(algorithm.name)"))
+        }
+        do {
+            _ = try await keys.verify(token, as: SignatureOnly.self)
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
             return .failure(RelayError(.tokenBadSignature))
         } catch let error as JWTError where error.errorType == .malformedToken {
@@ -56,22 +60,24 @@ public struct TokenVerifier: Sendable {
         } catch {
             return .failure(RelayError(.tokenInvalidClaims))
         }
-        guard let sub = claims.sub?.value, !sub.isEmpty, sub.utf8.count <= 256 else {
-            return .failure(RelayError(.tokenInvalidClaims, "sub is required"))
+        let claims: TokenClaims
+        do {
+            claims = try jwt.claims()
+        } catch {
+            return .failure(error)
         }
-        guard let exp = claims.exp else { return .failure(RelayError(.tokenInvalidClaims, "exp is required")) }
         let nowSeconds = now()
-        let expSeconds = Int64(exp.value.timeIntervalSince1970)
-        guard expSeconds + leewaySeconds > nowSeconds else { return .failure(RelayError(.tokenExpired)) }
-        if let nbf = claims.nbf, Int64(nbf.value.timeIntervalSince1970) - leewaySeconds > nowSeconds {
-            return .failure(RelayError(.tokenNotYetValid))
-        }
-        return .success(AuthenticatedUser(userID: sub, rooms: RoomAuthorization(patterns: claims.rooms ?? []), expiresAt: expSeconds))
+        if claims.isExpired(now: nowSeconds, leeway: leewaySeconds) { return .failure(RelayError(.tokenExpired)) }
+        if claims.isNotYetValid(now: nowSeconds, leeway: leewaySeconds) { return .failure(RelayError(.tokenNotYetValid)) }
+        return .success(
+            AuthenticatedUser(userID: claims.subject, rooms: RoomAuthorization(patterns: claims.rooms ?? []), expiresAt: claims.expiresAt))
     }
+}
 
-    static func base64URLDecode(_ s: Substring) -> [UInt8]? {
-        var b64 = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while b64.count % 4 != 0 { b64.append("=") }
-        return Data(base64Encoded: b64).map { [UInt8]($0) }
-    }
+/// The payload type jwt-kit decodes while checking the signature: it reads nothing, because the
+/// claims come from `CompactJWT.claims()`, and its `verify(using:)` checks nothing.
+private struct SignatureOnly: JWTPayload {
+    init(from decoder: any Decoder) throws {}
+    func encode(to encoder: any Encoder) throws {}
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
