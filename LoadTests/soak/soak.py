@@ -149,15 +149,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def vm_rss_kib(pid: int) -> int | None:
+def proc_mem_kib(pid: int) -> dict[str, int]:
+    """VmRSS, RssAnon, RssFile, RssShmem of a process, KiB (empty when it is gone)."""
+    out: dict[str, int] = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+                key = line.split(":", 1)[0]
+                if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                    out[key] = int(line.split()[1])
     except OSError:
-        return None
-    return None
+        return {}
+    return out
+
+
+def vm_rss_kib(pid: int) -> int | None:
+    return proc_mem_kib(pid).get("VmRSS")
 
 
 class RedisServer:
@@ -654,7 +661,7 @@ async def sampler(nodes: list[Node], redis: RedisServer, st: State, out: Path, u
     path = out / "rss.csv"
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["t_s", "phase", "round", "node", "pid", "alive", "rss_kib"])
+        w.writerow(["t_s", "phase", "round", "node", "pid", "alive", "rss_kib", "rss_anon_kib", "rss_file_kib", "rss_shmem_kib"])
         n = 0
         while not until.is_set() and n < 100_000:
             n += 1
@@ -673,12 +680,18 @@ def take_sample(w, nodes: list[Node], redis: RedisServer, st: State, phase: str 
     t = round(now(), 1)
     for name, proc in [(n.name, n.proc) for n in nodes] + [("redis", redis.proc)]:
         alive = proc is not None and proc.poll() is None
-        rss = vm_rss_kib(proc.pid) if alive else None
+        mem = proc_mem_kib(proc.pid) if alive else {}
         row = {"t": t, "phase": phase or st.phase, "round": st.round, "node": name,
-               "pid": proc.pid if proc else None, "alive": alive, "rss_kib": rss}
+               "pid": proc.pid if proc else None, "alive": alive, "rss_kib": mem.get("VmRSS"),
+               "anon_kib": mem.get("RssAnon"), "file_kib": mem.get("RssFile"), "shmem_kib": mem.get("RssShmem")}
         SAMPLES.append(row)
         if w is not None:
-            w.writerow([t, row["phase"], st.round, name, row["pid"], int(alive), rss if rss is not None else ""])
+            w.writerow(csv_row(row))
+
+
+def csv_row(row: dict) -> list:
+    return [row["t"], row["phase"], row["round"], row["node"], row["pid"], int(row["alive"])] + \
+        ["" if row[k] is None else row[k] for k in ("rss_kib", "anon_kib", "file_kib", "shmem_kib")]
 
 
 async def watchdog(nodes: list[Node], redis: RedisServer, st: State, until: asyncio.Event) -> None:
@@ -731,10 +744,11 @@ async def kill_node(node: Node, st: State) -> None:
 async def restart_redis(redis: RedisServer, st: State) -> None:
     st.note(f"fault: kill -9 redis-server (pid {redis.proc.pid})")
     t = now()
+    wall = time.time()
     redis.kill9()
     await asyncio.sleep(2.0)
     await redis.start()
-    st.faults.append({"kind": "kill-9 redis", "round": st.round, "at": round(t, 1),
+    st.faults.append({"kind": "kill-9 redis", "round": st.round, "at": round(t, 1), "wall": wall,
                       "back_after_s": round(now() - t, 2), "new_pid": redis.proc.pid})
     st.note(f"redis-server back after {now() - t:.1f}s (pid {redis.proc.pid})")
 
@@ -778,13 +792,16 @@ def verify_receipts(nodes: list[Node], st: State) -> dict:
     for n in nodes:
         con = sqlite3.connect(f"file:{n.db}?mode=ro", uri=True, timeout=30)
         try:
-            rows = con.execute("SELECT message_id, user_id, kind, id, origin FROM receipt "
+            rows = con.execute("SELECT message_id, user_id, kind, id, origin, ts FROM receipt "
                                "WHERE user_id LIKE 'soak-rcpt-%'").fetchall()
         finally:
             con.close()
-        by_node[n.name] = {(m, u, k): (i, o) for m, u, k, i, o in rows}
+        by_node[n.name] = {(m, u, k): (i, o, ts) for m, u, k, i, o, ts in rows}
+    redis_kills = [f["wall"] for f in st.faults if f["kind"] == "kill-9 redis"]
     res = {"acked": len(st.acked), "verified": 0, "missing": 0, "id_mismatch": 0, "not_local_origin": 0,
-           "replicated_to_peer": 0, "not_replicated_to_peer": 0, "missing_examples": [], "mismatch_examples": [],
+           "replicated_to_peer": 0, "not_replicated_to_peer": 0, "not_replicated_within_5s_before_a_redis_kill": 0,
+           "not_replicated_by_redis_kill": Counter(), "not_replicated_examples": [],
+           "missing_examples": [], "mismatch_examples": [],
            "rows_per_db": {k: len(v) for k, v in by_node.items()}, "acked_per_node": Counter()}
     for node_name, message_id, user, kind, ack_id in st.acked:
         res["acked_per_node"][node_name] += 1
@@ -807,7 +824,16 @@ def verify_receipts(nodes: list[Node], st: State) -> dict:
                     res["replicated_to_peer"] += 1
                 else:
                     res["not_replicated_to_peer"] += 1
+                    ts = row[2] / 1000
+                    near = [k for k in redis_kills if k - 5 <= ts <= k + 0.5]
+                    if near:
+                        res["not_replicated_within_5s_before_a_redis_kill"] += 1
+                        res["not_replicated_by_redis_kill"][f"{near[0]:.1f}"] += 1
+                    if len(res["not_replicated_examples"]) < 10:
+                        res["not_replicated_examples"].append([node_name, message_id, kind, ack_id, row[2]])
     res["acked_per_node"] = dict(res["acked_per_node"])
+    res["not_replicated_by_redis_kill"] = dict(res["not_replicated_by_redis_kill"])
+    res["db_bytes"] = {n.name: sum(p.stat().st_size for p in n.db.parent.glob(n.db.name + "*")) for n in nodes}
     return res
 
 
@@ -827,6 +853,13 @@ def rss_analysis(nodes: list[Node], load_start: float, load_end: float, final: d
         allload = [s["rss_kib"] for s in SAMPLES if s["node"] == n.name and s["phase"] == "load" and s["alive"]
                    and s["rss_kib"] and s["t"] >= since]
         plateau = statistics.median(mids) if mids else None
+        anon_mids = [s["anon_kib"] for s in SAMPLES if s["node"] == n.name and s["phase"] == "load" and s["alive"]
+                     and s["anon_kib"] and lo <= s["t"] <= hi]
+        file_mids = [s["file_kib"] for s in SAMPLES if s["node"] == n.name and s["phase"] == "load" and s["alive"]
+                     and s["file_kib"] is not None and lo <= s["t"] <= hi]
+        last = [s for s in SAMPLES if s["node"] == n.name and s["phase"] == "final"]
+        fin_anon = last[-1]["anon_kib"] if last else None
+        fin_file = last[-1]["file_kib"] if last else None
         fin = final.get(n.name)
         change = (fin - plateau) / plateau * 100 if plateau and fin else None
         out[n.name] = {"window_s": [round(since, 1), round(load_end, 1)], "middle_third_s": [round(lo, 1), round(hi, 1)],
@@ -834,6 +867,10 @@ def rss_analysis(nodes: list[Node], load_start: float, load_end: float, final: d
                        "peak_mib": round(max(allload) / 1024, 1) if allload else None,
                        "final_mib": round(fin / 1024, 1) if fin else None,
                        "final_vs_plateau_percent": round(change, 1) if change is not None else None,
+                       "anon_plateau_mib": round(statistics.median(anon_mids) / 1024, 1) if anon_mids else None,
+                       "anon_final_mib": round(fin_anon / 1024, 1) if fin_anon else None,
+                       "file_plateau_mib": round(statistics.median(file_mids) / 1024, 1) if file_mids else None,
+                       "file_final_mib": round(fin_file / 1024, 1) if fin_file is not None else None,
                        "ok": change is not None and change <= RSS_TOLERANCE * 100}
     return out
 
@@ -849,8 +886,11 @@ def scan_log(path: Path) -> dict:
     for line in path.read_text(errors="replace").splitlines():
         if line.startswith("==== soak") or not line.strip():
             continue
-        m = re.search(r"\b(trace|debug|info|notice|warning|error|critical)\b", line)
+        m = re.match(r"^\d{4}-\d\d-\d\dT\S+\s+(trace|debug|info|notice|warning|error|critical)\b", line)
         if not m:
+            if not (line.startswith("  ") or re.match(r"^relay \S+ configuration:", line)):
+                counts["other"] += 1
+                samples[f"other: {line[:160]}"] += 1
             continue
         level = m.group(1)
         counts[level] += 1
@@ -969,7 +1009,7 @@ async def main(args) -> int:
         w = csv.writer(f)
         for s in SAMPLES:
             if s["phase"] == "final":
-                w.writerow([s["t"], "final", s["round"], s["node"], s["pid"], int(s["alive"]), s["rss_kib"] or ""])
+                w.writerow(csv_row(s))
     ready_end = {n.name: await ready_state(n) for n in nodes}
 
     st.note("SIGTERM both nodes")
@@ -1046,7 +1086,9 @@ async def main(args) -> int:
         f"({summary['relay_load']['nonzero_exit_in_fault_rounds']} of them in kill -9 rounds)",
         f"receipts: {receipts['acked']} acked ({receipts['acked_per_node']}), {receipts['verified']} verified in the "
         f"acking node's database, {receipts['missing']} missing, {receipts['id_mismatch']} with another id; "
-        f"replicated to the other node: {receipts['replicated_to_peer']}, not: {receipts['not_replicated_to_peer']}",
+        f"replicated to the other node: {receipts['replicated_to_peer']}, not: {receipts['not_replicated_to_peer']} "
+        f"({receipts['not_replicated_within_5s_before_a_redis_kill']} of them acked within 5 s before a Redis kill -9); "
+        f"database sizes {receipts['db_bytes']}",
         f"receipt counters: {dict(st.receipts)}",
         f"churn: {dict(st.churn)}",
         f"floods: {summary['floods']['count']} ({summary['floods']['ping_mib']} MiB of pings, "
@@ -1059,7 +1101,8 @@ async def main(args) -> int:
     for name, v in rss.items():
         lines.append(f"RSS node {name}: plateau {v['plateau_mib']} MiB (median of {v['samples_in_middle_third']} samples, "
                      f"{v['middle_third_s'][0]}-{v['middle_third_s'][1]} s), peak {v['peak_mib']} MiB, final {v['final_mib']} MiB "
-                     f"({v['final_vs_plateau_percent']:+} %)" if v["final_vs_plateau_percent"] is not None else
+                     f"({v['final_vs_plateau_percent']:+} %); of which anonymous {v['anon_plateau_mib']} -> {v['anon_final_mib']} MiB, "
+                     f"file-backed {v['file_plateau_mib']} -> {v['file_final_mib']} MiB" if v["final_vs_plateau_percent"] is not None else
                      f"RSS node {name}: {v}")
     for name, lg in summary["logs"].items():
         lines.append(f"log node {name}: {lg.get('levels')}")

@@ -8,6 +8,9 @@ public enum ProtocolError: Error, Equatable, Sendable {
     case invalidAckID
     case invalidNamespace
     case invalidJSON(JSONError)
+    /// The payload is well-formed JSON except for an object with a repeated key: answered with
+    /// `invalid_payload` (to the ack id, when the packet has one), never forwarded.
+    case duplicateKey(ackID: Int64?)
     /// The packet type requires a payload of a given JSON shape that was not there.
     case invalidPayload(String)
     /// A packet the client may not send (e.g. `0` open, `44` connect error).

@@ -67,6 +67,7 @@ public struct SocketPacket: Equatable, Sendable {
             // (data 5) would re-encode as `25` (ack id 5, no data).
             case .success(.int), .success(.double): throw .invalidPayload("a Socket.IO payload is never a bare number")
             case .success(let value): data = value
+            case .failure(.duplicateKey): throw .duplicateKey(ackID: ackID)
             case .failure(let error): throw .invalidJSON(error)
             }
         }

@@ -11,6 +11,13 @@ extension EngineIOHandler {
         } catch .binaryNotSupported {
             sendError(RelayError(.binaryNotSupported), event: nil, ackID: nil)
             return
+        } catch .duplicateKey(let ackID) {
+            if case .connected = phase {
+                sendError(RelayError(.invalidPayload, "a JSON object repeats a key"), event: nil, ackID: ackID)
+            } else {
+                refuseConnect(RelayError(.invalidPayload, "a JSON object repeats a key"), namespace: "/")
+            }
+            return
         } catch {
             if case .connected = phase {
                 sendError(RelayError(.invalidPacket, "malformed Socket.IO packet"), event: nil, ackID: nil)
