@@ -37,9 +37,11 @@ struct Connector: Sendable {
                     handlerBox.withLockedValue { $0 = UnsafeSendable(handler) }
                     let requester = UpgradeRequester(host: target.host, port: target.port, path: target.path)
                     let bound = NIOLoopBound(requester, eventLoop: channel.eventLoop)
+                    // The upgrade completes on this channel's loop: the handler stays on it.
+                    let boundHandler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
                     let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: 1 << 24, automaticErrorHandling: false) { channel, _ in
                         channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(handler)
+                            try channel.pipeline.syncOperations.addHandler(boundHandler.value)
                         }
                     }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers(

@@ -7,7 +7,9 @@ import pytest
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
-from helpers import TIMEOUT, RawSocket, async_test, http, mint_token, parse_connect_error
+import time
+
+from helpers import TIMEOUT, RawSocket, async_test, http, make_jwt, mint_token, parse_connect_error
 
 
 async def upgrade_status(relay, origin: str | None) -> int:
@@ -45,7 +47,9 @@ async def test_failed_authentications_are_rate_limited_per_ip(start_relay):
     codes = []
     for _ in range(12):
         sock = await RawSocket.open(relay)
-        reply = await sock.connect(mint_token("mallory") + "tampered")
+        # Signed with another key: a well-formed token whose signature does not verify.
+        forged = make_jwt({"sub": "mallory", "exp": int(time.time()) + 60}, sign_with="another-secret-0123456789abcdef-0123")
+        reply = await sock.connect(forged)
         codes.append(parse_connect_error(reply)[1]["data"]["code"])
         await sock.close()
     # The first 10 failures (the burst) are checked; after that the IP is refused unchecked.

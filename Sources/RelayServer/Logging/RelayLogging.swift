@@ -36,11 +36,11 @@ public struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+    public func log(event: LogEvent) {
         var fields: [(String, JSONValue)] = [
-            ("ts", .string(Self.timestamp())), ("level", .string(level.rawValue)), ("label", .string(label)), ("message", .string(message.description)),
+            ("ts", .string(Self.timestamp())), ("level", .string(event.level.rawValue)), ("label", .string(label)), ("message", .string(event.message.description)),
         ]
-        let merged = metadata.merging(explicit ?? [:]) { $1 }
+        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
         for (k, v) in merged.sorted(by: { $0.key < $1.key }) { fields.append((k, .string(v.description))) }
         write(JSONWriter.string(.object(fields)) + "\n")
     }
