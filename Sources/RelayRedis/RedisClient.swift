@@ -132,7 +132,8 @@ public final class RedisClient: @unchecked Sendable {
         let host = endpoint.host, port = endpoint.port
         let commandsFuture = bootstrap { _ in }.connect(host: host, port: port)
         let subscriberFuture = bootstrap { [weak self] value in
-            loop.execute { self?.handleSubscriberMessage(value) }
+            guard let client = self else { return }
+            loop.execute { client.handleSubscriberMessage(value) }
         }.connect(host: host, port: port)
         commandsFuture.and(subscriberFuture).flatMap { commands, subscriber in
             self.eventLoop.submit {
@@ -160,7 +161,7 @@ public final class RedisClient: @unchecked Sendable {
 
     /// AUTH, SELECT, HELLO 3 (RESP3 when the server has it), and the sharded pub/sub probe.
     private func handshake(_ commands: any Channel, _ subscriber: any Channel) -> EventLoopFuture<Void> {
-        func raw(_ channel: any Channel, _ args: [String]) -> EventLoopFuture<RESPValue> {
+        @Sendable func raw(_ channel: any Channel, _ args: [String]) -> EventLoopFuture<RESPValue> {
             var bytes = ByteBufferAllocator().buffer(capacity: 64)
             RESPParser.encodeCommand(args, into: &bytes)
             let promise = eventLoop.makePromise(of: RESPValue.self)
