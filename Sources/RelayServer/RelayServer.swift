@@ -114,7 +114,7 @@ public final class RelayServer: Sendable {
             shouldUpgrade: { channel, head in
                 let query = QueryString(uri: head.uri)
                 let path = query.path
-                let originOK = head.headers.first(name: "origin").map(origins.allows) ?? true
+                let originOK = origins.allows(origin: head.headers.first(name: "origin"), host: head.headers.first(name: "host"))
                 let isEcho = configuration.echoPath.map { $0 == path } ?? false
                 let isEngineIO = (path == "/socket.io/" || path == "/socket.io") && query["EIO"] == "4" && query["transport"] == "websocket"
                 // RFC 6455 §4.2.1: a GET over HTTP/1.1 or later (HTTP/1.0 and POST upgrades are refused).

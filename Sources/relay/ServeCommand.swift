@@ -71,7 +71,8 @@ struct CheckConfigCommand: AsyncParsableCommand {
             let (_, devMode) = try ConfigurationLoader.build(&resolved)
             print("\(file): OK\(devMode ? " (dev mode: no JWT secret or public key)" : "")")
             print(ConfigurationLoader.describe(resolved))
-        } catch let error as ConfigurationLoader.ConfigError {
+        } catch {
+            // Both calls throw only ConfigError (typed throws).
             FileHandle.standardError.write(Data("\(file): invalid\n\(error.description)\n".utf8))
             throw ExitCode(1)
         }

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import Foundation
 import NIOCore
 import NIOEmbedded
@@ -23,10 +24,11 @@ final class RecordingSink: ConnectionSink {
 }
 
 /// The value of an already-completed future (embedded loops complete them inline).
-func now<T>(_ future: EventLoopFuture<T>) throws -> T {
-    var result: Result<T, Error>?
-    future.whenComplete { result = $0 }
-    guard let result else { throw NSError(domain: "test", code: 1, userInfo: [NSLocalizedDescriptionKey: "future not completed"]) }
+func now<T: Sendable>(_ future: EventLoopFuture<T>) throws -> T {
+    // Embedded loops complete the future inline, on this thread.
+    let box = NIOLockedValueBox<Result<T, Error>?>(nil)
+    future.whenComplete { value in box.withLockedValue { $0 = value } }
+    guard let result = box.withLockedValue({ $0 }) else { throw NSError(domain: "test", code: 1, userInfo: [NSLocalizedDescriptionKey: "future not completed"]) }
     return try result.get()
 }
 

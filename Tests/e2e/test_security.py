@@ -1,4 +1,4 @@
-"""Cross-site WebSocket hijacking protection (Origin allow-list) and the per-IP budget of
+"""Cross-site WebSocket hijacking protection (Origin policy and allow-list) and the per-IP budget of
 failed authentications."""
 
 from __future__ import annotations
@@ -28,6 +28,17 @@ async def test_default_allows_only_clients_without_origin(start_relay):
     assert await upgrade_status(relay, "https://evil.example") == 403
     status, body = await http(relay, "GET", "/socket.io/?EIO=4&transport=websocket", key=None, headers={"Origin": "https://evil.example"})
     assert status == 403 and body["error"]["code"] == "origin_not_allowed"
+
+
+@async_test
+async def test_native_origins_pass_by_default(start_relay):
+    relay = start_relay()
+    # socket.io-client-swift (Starscream) always sends Origin: ws://HOST:PORT from its URL.
+    assert await upgrade_status(relay, f"ws://127.0.0.1:{relay.port}") == 101
+    assert await upgrade_status(relay, "wss://chat.example") == 101
+    # A page served from the relay's own host.
+    assert await upgrade_status(relay, f"http://127.0.0.1:{relay.port}") == 101
+    assert await upgrade_status(relay, "http://127.0.0.1:1") == 403
 
 
 @async_test

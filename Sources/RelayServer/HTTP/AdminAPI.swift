@@ -48,10 +48,9 @@ struct AdminAPI {
     /// Readiness: the receipt store takes a write (and, with Redis, the link is up).
     func readiness(on loop: any EventLoop, detailed: Bool) -> EventLoopFuture<HTTPResponse> {
         // Without Redis a node still serves its own sockets (degraded), so it stays ready and says so.
-        var redis: [(String, JSONValue)] = []
-        if let cluster = relay.hub.cluster {
-            redis = [("redis", .string(cluster.isUp ? "up" : "down")), ("degraded", .bool(!cluster.isUp)), ("node", .string(cluster.nodeID))]
-        }
+        let redis: [(String, JSONValue)] = relay.hub.cluster.map { cluster in
+            [("redis", .string(cluster.isUp ? "up" : "down")), ("degraded", .bool(!cluster.isUp)), ("node", .string(cluster.nodeID))]
+        } ?? []
         guard let store = relay.receipts else {
             return loop.makeSucceededFuture(.json(.ok, .object([("ready", true), ("store", "disabled")] + redis)))
         }

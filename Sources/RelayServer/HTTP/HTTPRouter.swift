@@ -51,7 +51,8 @@ struct HTTPRouter: Sendable {
 
     /// Why a `/socket.io/` request did not become a WebSocket.
     private func refuseEngineIO(_ request: HTTPRequest, query: QueryString) -> HTTPResponse {
-        if let origin = request.head.headers.first(name: "origin"), !OriginPolicy(allowed: relay.configuration.allowedOrigins).allows(origin) {
+        let origin = request.head.headers.first(name: "origin")
+        if let origin, !OriginPolicy(allowed: relay.configuration.allowedOrigins).allows(origin: origin, host: request.head.headers.first(name: "host")) {
             return .error(.forbidden, code: "origin_not_allowed", message: "origin \(origin) is not allowed")
         }
         if let problem = UpgradeRequestRules.problem(request.head) {
@@ -90,16 +91,5 @@ enum ConstantTime {
             diff |= (i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0)
         }
         return diff == 0
-    }
-}
-
-/// The `Origin` allow-list for WebSocket upgrades.
-struct OriginPolicy {
-    let allowed: [String]
-
-    /// `origin` is the request's Origin header. An empty list allows none (native clients send
-    /// no Origin); `*` allows every origin.
-    func allows(_ origin: String) -> Bool {
-        allowed.contains("*") || allowed.contains(origin)
     }
 }
