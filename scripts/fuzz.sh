@@ -4,6 +4,7 @@
 #
 #     scripts/fuzz.sh                  # every target, FUZZ_SECONDS (default 20) each
 #     FUZZ_SECONDS=60 scripts/fuzz.sh FuzzJSON FuzzPackets
+#     FUZZ_RUNS=10000000 FUZZ_SECONDS=3600 scripts/fuzz.sh FuzzJWT   # stop at N runs or the time
 #
 # Binaries, working corpora, logs and crash artifacts go to .build-fuzz/ (ignored by git).
 # Seeds are committed in Fuzz/corpus/<target>/ and copied into .build-fuzz/corpus-<target>/
@@ -16,7 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 OUT=.build-fuzz
-ALL_TARGETS=(FuzzJSON FuzzPackets FuzzEventName FuzzOutboundQueue FuzzFrameScanner)
+ALL_TARGETS=(FuzzJSON FuzzPackets FuzzEventName FuzzOutboundQueue FuzzFrameScanner FuzzUpgrade FuzzJWT)
 if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL_TARGETS[@]}"); fi
 
 # Swift's crash backtracer would attach to the fuzzer on fatalError and can stall the run;
@@ -71,6 +72,7 @@ for target in "${TARGETS[@]}"; do
         -print_final_stats=1
         -artifact_prefix="$OUT/artifacts/$target-"
     )
+    if [ -n "${FUZZ_RUNS:-}" ]; then args+=(-runs="$FUZZ_RUNS"); fi
     if [ -f "Fuzz/$target.dict" ]; then args+=(-dict="Fuzz/$target.dict"); fi
     log="$OUT/logs/$target.log"
     echo "running $target for ${FUZZ_SECONDS}s (log: $log) ..."

@@ -54,6 +54,13 @@ public enum EventValidator {
         return d
     }
 
+    static func requiredNumber(_ payload: JSONValue, _ key: String, in range: ClosedRange<Double>) throws(RelayError) -> Double {
+        guard let d = try number(payload, key, in: range, required: true) else {
+            throw RelayError(.invalidPayload, "\(key) (number) is required")
+        }
+        return d
+    }
+
     /// `message:reaction {room, messageId, emoji, action}`.
     public static func reaction(_ payload: JSONValue) throws(RelayError) -> JSONValue {
         let room = try room(in: payload)
@@ -79,8 +86,8 @@ public enum EventValidator {
     public static func locationUpdate(_ payload: JSONValue) throws(RelayError) -> JSONValue {
         let room = try room(in: payload)
         var fields: [(String, JSONValue)] = [("room", .string(room))]
-        fields.append(("lat", .double(try number(payload, "lat", in: -90...90, required: true)!)))
-        fields.append(("lng", .double(try number(payload, "lng", in: -180...180, required: true)!)))
+        fields.append(("lat", .double(try requiredNumber(payload, "lat", in: -90...90))))
+        fields.append(("lng", .double(try requiredNumber(payload, "lng", in: -180...180))))
         if let accuracy = try number(payload, "accuracy", in: 0...1_000_000, required: false) { fields.append(("accuracy", .double(accuracy))) }
         if let heading = try number(payload, "heading", in: 0...360, required: false) { fields.append(("heading", .double(heading))) }
         return .object(fields)

@@ -26,7 +26,7 @@ public struct KeyedRateLimiter: Sendable {
             if buckets.count >= maxKeys { buckets.removeAll(keepingCapacity: true) }
             buckets[key] = TokenBucket(capacity: budget.burst, ratePerSecond: budget.perSecond, now: now)
         }
-        return buckets[key]!.tryConsume(now: now)
+        return buckets[key]?.tryConsume(now: now) ?? false  // inserted just above, so never nil
     }
 
     /// Drops keys whose bucket has refilled completely (they carry no state worth keeping).

@@ -109,13 +109,13 @@ public struct TypingDebouncer: Sendable {
             // The earliest expiry opens the window, whatever order the dictionary iterates in.
             let windowWasOpen = state.flushAt != nil
             for (user, entry) in state.entries where entry.typing && entry.refreshedAt + expiry <= now {
-                state.entries[user]!.typing = false
+                state.entries[user]?.typing = false  // the key is there: we are iterating it
                 if !windowWasOpen { state.flushAt = min(state.flushAt ?? .max, entry.refreshedAt + expiry + window) }
             }
             if let due = state.flushAt, due <= now {
                 state.flushAt = nil
                 for user in state.entries.keys.sorted() {
-                    var entry = state.entries[user]!
+                    guard var entry = state.entries[user] else { continue }
                     if entry.typing != entry.announced {
                         changes.append(Change(room: room, user: user, isTyping: entry.typing))
                         entry.announced = entry.typing

@@ -24,7 +24,7 @@ public struct TokenVerifier: Sendable {
     /// - Parameter now: wall clock in seconds since 1970 (injectable for tests).
     public init(
         algorithm: RelayConfiguration.JWTAlgorithm, leewaySeconds: Int64 = 30,
-        now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }  // trap-ok: the local clock, not network data
+        now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }  // the local clock, not network data
     ) async throws {
         self.algorithm = algorithm
         self.leewaySeconds = leewaySeconds

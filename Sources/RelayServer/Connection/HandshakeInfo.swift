@@ -37,30 +37,5 @@ enum BearerToken {
     }
 }
 
-/// A parsed URI: its path and decoded query parameters (first value wins).
-struct QueryString {
-    let path: String
-    private let items: [String: String]
-
-    init(uri: String) {
-        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        path = parts.first.map(String.init) ?? "/"
-        var items: [String: String] = [:]
-        if parts.count == 2 {
-            for pair in parts[1].split(separator: "&") {
-                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let key = Self.decode(kv[0])
-                if items[key] == nil { items[key] = kv.count == 2 ? Self.decode(kv[1]) : "" }
-            }
-        }
-        self.items = items
-    }
-
-    subscript(name: String) -> String? { items[name] }
-
-    static func decode(_ s: Substring) -> String {
-        let plusFixed = s.replacingOccurrences(of: "+", with: " ")
-        return plusFixed.removingPercentEncoding ?? plusFixed
-    }
-}
-
+// `QueryString` lives in RelayCore (Sources/RelayCore/Protocol/QueryString.swift), where it is
+// unit-tested and fuzzed.
