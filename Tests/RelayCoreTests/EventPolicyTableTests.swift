@@ -25,22 +25,22 @@ final class EventPolicyTableTests: XCTestCase {
 
     func testTyping() throws {
         for name in ["typing:start", "typing:stop"] {
-            XCTAssertEqual(try policy(name), EventPolicy(name: name, handling: .typing, coalescing: .perRoomUser, rateClass: .typing))
+            XCTAssertEqual(try policy(name), EventPolicy(name: name, kind: name == "typing:start" ? .typingStart : .typingStop, handling: .typing, coalescing: .perRoomUser, rateClass: .typing))
         }
     }
 
     func testRoomBroadcasts() throws {
-        XCTAssertEqual(try policy("message:reaction"), EventPolicy(name: "message:reaction", handling: .roomBroadcast, rateClass: .reaction))
-        XCTAssertEqual(try policy("location:share-live"), EventPolicy(name: "location:share-live", handling: .roomBroadcast, rateClass: .location))
+        XCTAssertEqual(try policy("message:reaction"), EventPolicy(name: "message:reaction", kind: .reaction, handling: .roomBroadcast, rateClass: .reaction))
+        XCTAssertEqual(try policy("location:share-live"), EventPolicy(name: "location:share-live", kind: .shareLive, handling: .roomBroadcast, rateClass: .location))
         XCTAssertEqual(
             try policy("location:update"),
-            EventPolicy(name: "location:update", handling: .roomBroadcast, coalescing: .perRoomSender, rateClass: .location))
-        XCTAssertEqual(try policy("location:stop"), EventPolicy(name: "location:stop", handling: .roomBroadcast, rateClass: .location))
+            EventPolicy(name: "location:update", kind: .locationUpdate, handling: .roomBroadcast, coalescing: .perRoomSender, rateClass: .location))
+        XCTAssertEqual(try policy("location:stop"), EventPolicy(name: "location:stop", kind: .locationStop, handling: .roomBroadcast, rateClass: .location))
     }
 
     func testReceipts() throws {
         for name in ["message:delivered", "message:read"] {
-            XCTAssertEqual(try policy(name), EventPolicy(name: name, handling: .receipt, rateClass: .receipt))
+            XCTAssertEqual(try policy(name), EventPolicy(name: name, kind: name == "message:read" ? .read : .delivered, handling: .receipt, rateClass: .receipt))
         }
     }
 
@@ -57,8 +57,8 @@ final class EventPolicyTableTests: XCTestCase {
 
     func testCustomEvents() throws {
         let p = try policy("poll:vote-cast")
-        XCTAssertEqual(p, EventPolicy(name: "poll:vote-cast", handling: .roomBroadcast, coalescing: .none, rateClass: .custom))
-        XCTAssertEqual(EventPolicyTable.custom("x:y"), EventPolicy(name: "x:y", handling: .roomBroadcast, rateClass: .custom))
+        XCTAssertEqual(p, EventPolicy(name: "poll:vote-cast", kind: .custom, handling: .roomBroadcast, coalescing: .none, rateClass: .custom))
+        XCTAssertEqual(EventPolicyTable.custom("x:y"), EventPolicy(name: "x:y", kind: .custom, handling: .roomBroadcast, rateClass: .custom))
     }
 
     func testCustomEventsDisabled() throws {
@@ -88,5 +88,15 @@ final class EventPolicyTableTests: XCTestCase {
     func testRateClasses() {
         XCTAssertEqual(Set(RateClass.allCases), [.control, .typing, .reaction, .location, .receipt, .custom])
         XCTAssertEqual(RateClass.location.rawValue, "location")
+    }
+
+    func testCoalescingKeysComeFromTheTable() throws {
+        XCTAssertEqual(try policy("typing:start").coalescingKey(room: "r", user: "u"), try policy("typing:stop").coalescingKey(room: "r", user: "u"))
+        XCTAssertEqual(try policy("typing:start").coalescingKey(room: "r", user: "u")?.event, "typing")
+        XCTAssertEqual(try policy("location:update").coalescingKey(room: "r", user: "u")?.event, "location:update")
+        XCTAssertNil(try policy("message:reaction").coalescingKey(room: "r", user: "u"))
+        XCTAssertTrue(try policy("message:read").isDurable)
+        XCTAssertFalse(try policy("message:reaction").isDurable)
+        XCTAssertEqual(EventPolicyTable.known["presence:join"]?.coalescingKey(room: "r", user: "u"), EventPolicyTable.known["presence:leave"]?.coalescingKey(room: "r", user: "u"))
     }
 }

@@ -6,6 +6,12 @@
 public enum EventName {
     public static let maxLength = 64
 
+    /// The part before the colon (`typing` of `typing:start`); the whole name when there is none.
+    public static func entity(of name: String) -> String {
+        guard let colon = name.utf8.firstIndex(of: UInt8(ascii: ":")) else { return name }
+        return String(decoding: name.utf8[..<colon], as: UTF8.self)
+    }
+
     public static func isValid(_ name: String) -> Bool {
         let utf8 = name.utf8
         guard utf8.count <= maxLength else { return false }

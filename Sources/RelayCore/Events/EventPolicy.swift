@@ -24,17 +24,50 @@ public struct EventPolicy: Sendable, Equatable {
         case perRoomSender
     }
 
+    /// Which typed `ClientEvent` a client-sent event becomes.
+    public enum Kind: Sendable, Equatable {
+        case roomJoin, roomLeave, presenceList, receiptSync
+        case typingStart, typingStop
+        case reaction, shareLive, locationUpdate, locationStop
+        case delivered, read
+        case custom
+        case serverOnly
+    }
+
+    /// The key under which a queued event is replaced by a newer one (backpressure).
+    public struct CoalescingKey: Hashable, Sendable {
+        public var event: String
+        public var room: String
+        public var user: String
+    }
+
     public var name: String
+    public var kind: Kind
     public var handling: Handling
     public var coalescing: Coalescing
     /// Rate-limit class; events in one class share a per-connection budget.
     public var rateClass: RateClass
 
-    public init(name: String, handling: Handling, coalescing: Coalescing = .none, rateClass: RateClass) {
+    public init(name: String, kind: Kind, handling: Handling, coalescing: Coalescing = .none, rateClass: RateClass) {
         self.name = name
+        self.kind = kind
         self.handling = handling
         self.coalescing = coalescing
         self.rateClass = rateClass
+    }
+
+    /// Durable events are stored and acked after commit; they are never coalesced.
+    public var isDurable: Bool { handling == .receipt }
+
+    /// The coalescing key of this event in `room` from `user`, as the table declares it:
+    /// per (room, user) events share their entity's key (`typing:start` and `typing:stop` replace
+    /// each other), per (room, sender) events are keyed by their full name.
+    public func coalescingKey(room: String, user: String) -> CoalescingKey? {
+        switch coalescing {
+        case .none: return nil
+        case .perRoomUser: return CoalescingKey(event: EventName.entity(of: name), room: room, user: user)
+        case .perRoomSender: return CoalescingKey(event: name, room: room, user: user)
+        }
     }
 }
 
@@ -47,29 +80,29 @@ public enum RateClass: String, Sendable, CaseIterable {
 public enum EventPolicyTable {
     public static let known: [String: EventPolicy] = {
         let entries: [EventPolicy] = [
-            EventPolicy(name: "room:join", handling: .request, rateClass: .control),
-            EventPolicy(name: "room:leave", handling: .request, rateClass: .control),
-            EventPolicy(name: "presence:list", handling: .request, rateClass: .control),
-            EventPolicy(name: "receipt:sync", handling: .request, rateClass: .control),
-            EventPolicy(name: "typing:start", handling: .typing, coalescing: .perRoomUser, rateClass: .typing),
-            EventPolicy(name: "typing:stop", handling: .typing, coalescing: .perRoomUser, rateClass: .typing),
-            EventPolicy(name: "message:reaction", handling: .roomBroadcast, rateClass: .reaction),
-            EventPolicy(name: "location:share-live", handling: .roomBroadcast, rateClass: .location),
-            EventPolicy(name: "location:update", handling: .roomBroadcast, coalescing: .perRoomSender, rateClass: .location),
-            EventPolicy(name: "location:stop", handling: .roomBroadcast, rateClass: .location),
-            EventPolicy(name: "message:delivered", handling: .receipt, rateClass: .receipt),
-            EventPolicy(name: "message:read", handling: .receipt, rateClass: .receipt),
-            EventPolicy(name: "presence:join", handling: .serverOnly, coalescing: .perRoomUser, rateClass: .control),
-            EventPolicy(name: "presence:leave", handling: .serverOnly, coalescing: .perRoomUser, rateClass: .control),
-            EventPolicy(name: "notification:new", handling: .serverOnly, rateClass: .control),
-            EventPolicy(name: "message:new", handling: .serverOnly, rateClass: .control),
+            EventPolicy(name: "room:join", kind: .roomJoin, handling: .request, rateClass: .control),
+            EventPolicy(name: "room:leave", kind: .roomLeave, handling: .request, rateClass: .control),
+            EventPolicy(name: "presence:list", kind: .presenceList, handling: .request, rateClass: .control),
+            EventPolicy(name: "receipt:sync", kind: .receiptSync, handling: .request, rateClass: .control),
+            EventPolicy(name: "typing:start", kind: .typingStart, handling: .typing, coalescing: .perRoomUser, rateClass: .typing),
+            EventPolicy(name: "typing:stop", kind: .typingStop, handling: .typing, coalescing: .perRoomUser, rateClass: .typing),
+            EventPolicy(name: "message:reaction", kind: .reaction, handling: .roomBroadcast, rateClass: .reaction),
+            EventPolicy(name: "location:share-live", kind: .shareLive, handling: .roomBroadcast, rateClass: .location),
+            EventPolicy(name: "location:update", kind: .locationUpdate, handling: .roomBroadcast, coalescing: .perRoomSender, rateClass: .location),
+            EventPolicy(name: "location:stop", kind: .locationStop, handling: .roomBroadcast, rateClass: .location),
+            EventPolicy(name: "message:delivered", kind: .delivered, handling: .receipt, rateClass: .receipt),
+            EventPolicy(name: "message:read", kind: .read, handling: .receipt, rateClass: .receipt),
+            EventPolicy(name: "presence:join", kind: .serverOnly, handling: .serverOnly, coalescing: .perRoomUser, rateClass: .control),
+            EventPolicy(name: "presence:leave", kind: .serverOnly, handling: .serverOnly, coalescing: .perRoomUser, rateClass: .control),
+            EventPolicy(name: "notification:new", kind: .serverOnly, handling: .serverOnly, rateClass: .control),
+            EventPolicy(name: "message:new", kind: .serverOnly, handling: .serverOnly, rateClass: .control),
         ]
         return Dictionary(uniqueKeysWithValues: entries.map { ($0.name, $0) })
     }()
 
     /// The policy for a custom `entity:action-word` event.
     public static func custom(_ name: String) -> EventPolicy {
-        EventPolicy(name: name, handling: .roomBroadcast, rateClass: .custom)
+        EventPolicy(name: name, kind: .custom, handling: .roomBroadcast, rateClass: .custom)
     }
 
     /// Looks up the policy for a client-sent event name.

@@ -28,12 +28,12 @@ public enum EnginePacket: Equatable, Sendable {
     }
 
     /// The open packet the server sends first: `0{"sid",...}`.
-    public static func openPayload(sid: String, pingInterval: Int, pingTimeout: Int, maxPayload: Int) -> [UInt8] {
+    public static func openPayload(sid: String, upgrades: [String] = [], pingInterval: Int, pingTimeout: Int, maxPayload: Int) -> [UInt8] {
         var out: [UInt8] = [UInt8(ascii: "0")]
         JSONWriter.write(
             .object([
                 ("sid", .string(sid)),
-                ("upgrades", .array([])),
+                ("upgrades", .array(upgrades.map { .string($0) })),
                 ("pingInterval", .int(Int64(pingInterval))),
                 ("pingTimeout", .int(Int64(pingTimeout))),
                 ("maxPayload", .int(Int64(maxPayload))),

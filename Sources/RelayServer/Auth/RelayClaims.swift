@@ -26,12 +26,3 @@ public struct RelayClaims: JWTPayload, Equatable {
     /// Checks nothing: time claims are checked by `TokenVerifier` against its injected clock.
     public func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
-
-/// The identity a verified token establishes.
-public struct AuthenticatedUser: Sendable, Equatable {
-    /// `sub`: an NFC identifier (see `Identifier`), so byte-exact as a dictionary key.
-    public var userID: String
-    public var rooms: RoomAuthorization
-    public var expiresAt: Int64
-}
-

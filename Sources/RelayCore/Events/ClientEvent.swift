@@ -1,0 +1,74 @@
+/// A client event after the policy table and its validator: what the server executes, routed by
+/// type (never by matching the name again).
+public enum ClientEvent: Equatable, Sendable {
+    /// A validated event for the room, minus the sending socket: stamped with `from`/`ts` and
+    /// fanned out.
+    public struct Broadcast: Equatable, Sendable {
+        public var name: String
+        public var room: String
+        /// The validated payload, not yet stamped.
+        public var payload: JSONValue
+        /// From the policy table: the key under which a queued copy may be replaced.
+        public var coalescingKey: EventPolicy.CoalescingKey?
+    }
+
+    case join(room: String)
+    case leave(room: String)
+    case presence(room: String)
+    case typing(room: String, isTyping: Bool)
+    case reaction(Broadcast)
+    case shareLive(Broadcast, durationSec: Int64)
+    case locationUpdate(Broadcast)
+    case locationStop(Broadcast)
+    case custom(Broadcast)
+    /// A durable receipt: stored, acked after commit, then forwarded.
+    case receipt(NewReceipt)
+    case receiptSync(since: Int64, limit: Int)
+
+    public static let maxSyncPage = 1000
+    public static let defaultSyncPage = 100
+
+    /// Validates `event` under `policy` (from `EventPolicyTable.policy(forClientEvent:)`).
+    /// - Parameters:
+    ///   - userID: the sender, for receipts and coalescing keys.
+    ///   - wallMs: server time, for receipts.
+    public init(_ event: InboundEvent, policy: EventPolicy, userID: String, wallMs: Int64) throws(RelayError) {
+        let payload = event.payload
+        func broadcast(_ validated: JSONValue) throws(RelayError) -> Broadcast {
+            let room = try EventValidator.room(in: validated)
+            return Broadcast(name: policy.name, room: room, payload: validated, coalescingKey: policy.coalescingKey(room: room, user: userID))
+        }
+        switch policy.kind {
+        case .roomJoin: self = .join(room: try EventValidator.room(in: payload))
+        case .roomLeave: self = .leave(room: try EventValidator.room(in: payload))
+        case .presenceList: self = .presence(room: try EventValidator.room(in: payload))
+        case .typingStart: self = .typing(room: try EventValidator.room(in: payload), isTyping: true)
+        case .typingStop: self = .typing(room: try EventValidator.room(in: payload), isTyping: false)
+        case .reaction: self = .reaction(try broadcast(EventValidator.reaction(payload)))
+        case .shareLive:
+            let (validated, duration) = try EventValidator.shareLive(payload)
+            self = .shareLive(try broadcast(validated), durationSec: duration)
+        case .locationUpdate: self = .locationUpdate(try broadcast(EventValidator.locationUpdate(payload)))
+        case .locationStop: self = .locationStop(try broadcast(EventValidator.roomOnly(payload)))
+        case .custom: self = .custom(try broadcast(EventValidator.custom(payload)))
+        case .delivered: self = .receipt(try NewReceipt(payload: payload, userID: userID, kind: .delivered, ts: wallMs))
+        case .read: self = .receipt(try NewReceipt(payload: payload, userID: userID, kind: .read, ts: wallMs))
+        case .receiptSync:
+            var since: Int64 = 0
+            if let value = payload["since"], value != .null {
+                guard let s = value.intValue, s >= 0 else { throw RelayError(.invalidPayload, "since must be a non-negative integer cursor") }
+                since = s
+            }
+            var limit = Self.defaultSyncPage
+            if let value = payload["limit"], value != .null {
+                guard let l = value.intValue, l >= 1, l <= Int64(Self.maxSyncPage) else {
+                    throw RelayError(.invalidPayload, "limit must be an integer in 1...\(Self.maxSyncPage)")
+                }
+                limit = Int(l)
+            }
+            self = .receiptSync(since: since, limit: limit)
+        case .serverOnly:
+            throw RelayError(.eventNotAllowed, "clients may not emit \(policy.name)")
+        }
+    }
+}

@@ -1,0 +1,346 @@
+/// One Engine.IO v4 session carrying one Socket.IO v5 connection to the main namespace, as a
+/// value type: fed packets and time, it returns the actions its transport carries out. It
+/// knows nothing of sockets, event loops or timers, so every rule (heartbeat, CONNECT,
+/// event validation and budgets, the polling → WebSocket upgrade) is tested without a socket.
+///
+/// The transports (WebSocket, HTTP long-polling) are thin adapters: they turn frames or
+/// request bodies into `receive` calls, call `tick` when `nextDeadline` passes, and perform the
+/// returned `Action`s in order.
+public struct EngineSession: Sendable {
+    public enum Transport: Sendable, Equatable {
+        case polling
+        case websocket
+    }
+
+    public enum Phase: Sendable, Equatable {
+        /// Waiting for the client's CONNECT (`40`).
+        case awaitingConnect
+        /// The token is being verified.
+        case authenticating
+        case connected(AuthenticatedUser)
+        case closed
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// Write one Engine.IO packet (text) on the session's current transport.
+        case send([UInt8])
+        /// Write one Engine.IO packet on the WebSocket being probed for an upgrade.
+        case sendProbe([UInt8])
+        /// Answer a pending long-poll with `noop` now (an upgrade is under way).
+        case releasePoll
+        /// The upgrade completed: the WebSocket is the transport from now on. What the polling
+        /// transport still buffers goes out on it, in order, before anything newer.
+        case upgraded
+        /// The probing WebSocket failed or timed out: close it; the session stays on polling.
+        case abortProbe(reason: String)
+        /// Verify this token (checking the caller's failed-authentication budget first),
+        /// register the connection, then call `connectFinished(_:now:)`.
+        case authenticate(token: String)
+        /// Run this validated client event for `user`; when `ackID` is set it gets exactly one
+        /// ack (`ack(_:payload:)` or `fail(_:event:ackID:now:)`).
+        case handle(ClientEvent, ackID: Int64?, user: AuthenticatedUser)
+        /// End the session: close the transport with this WebSocket close code.
+        case close(code: UInt16, reason: String)
+        /// For metrics: a client event named `event` arrived (valid or not).
+        case received(event: String)
+        /// For metrics: an event was refused by the `RateClass` budget.
+        case rateLimited(RateClass)
+    }
+
+    public let configuration: SessionConfiguration
+    /// The Engine.IO session id (`sid` of the open packet).
+    public let engineSID: String
+    /// The Socket.IO socket id (`sid` of the CONNECT answer).
+    public let socketSID: String
+    public private(set) var phase = Phase.awaitingConnect
+    public private(set) var transport: Transport
+    /// A WebSocket is being probed to replace the polling transport.
+    public private(set) var upgrading = false
+
+    /// A token offered outside the CONNECT packet (query string or `Authorization` header).
+    private let fallbackToken: String?
+    private var limiter: EventRateLimiter
+    private var errorBudget: TokenBucket
+    private var nextPingAt: Int64?
+    private var pongDeadline: Int64?
+    private var connectDeadline: Int64?
+    private var upgradeDeadline: Int64?
+
+    public init(
+        configuration: SessionConfiguration, transport: Transport, engineSID: String, socketSID: String,
+        fallbackToken: String? = nil, now: Int64
+    ) {
+        self.configuration = configuration
+        self.transport = transport
+        self.engineSID = engineSID
+        self.socketSID = socketSID
+        self.fallbackToken = fallbackToken
+        self.limiter = EventRateLimiter(overall: configuration.eventsPerSecond, perClass: configuration.eventsPerClass, now: now)
+        self.errorBudget = TokenBucket(capacity: configuration.errorReplies.burst, ratePerSecond: configuration.errorReplies.perSecond, now: now)
+    }
+
+    /// The user once CONNECT succeeded.
+    public var user: AuthenticatedUser? {
+        if case .connected(let user) = phase { return user }
+        return nil
+    }
+
+    public var isClosed: Bool { phase == .closed }
+
+    /// When `tick` must be called next (monotonic ms), if ever.
+    public var nextDeadline: Int64? {
+        [nextPingAt, pongDeadline, connectDeadline, upgradeDeadline].compactMap { $0 }.min()
+    }
+
+    // MARK: Lifecycle
+
+    /// Opens the session: the open packet, then the heartbeat and the CONNECT deadline.
+    public mutating func start(now: Int64) -> [Action] {
+        nextPingAt = now + configuration.pingIntervalMs
+        connectDeadline = now + configuration.connectTimeoutMs
+        let open = EnginePacket.openPayload(
+            sid: engineSID, upgrades: transport == .polling ? ["websocket"] : [],
+            pingInterval: Int(clamping: configuration.pingIntervalMs), pingTimeout: Int(clamping: configuration.pingTimeoutMs),
+            maxPayload: configuration.maxPayload)
+        return [.send(open)]
+    }
+
+    /// Timers: the ping, the pong deadline, the CONNECT deadline, the upgrade deadline.
+    public mutating func tick(now: Int64) -> [Action] {
+        guard phase != .closed else { return [] }
+        var actions: [Action] = []
+        if let deadline = upgradeDeadline, deadline <= now {
+            upgradeDeadline = nil
+            upgrading = false
+            actions.append(.abortProbe(reason: "upgrade timeout"))
+        }
+        if let deadline = connectDeadline, deadline <= now {
+            connectDeadline = nil
+            if phase == .awaitingConnect { return actions + close(code: CloseCode.connectTimeout, reason: "connect timeout") }
+        }
+        if let deadline = pongDeadline, deadline <= now {
+            return actions + close(code: CloseCode.pingTimeout, reason: "ping timeout")
+        }
+        if let due = nextPingAt, due <= now {
+            nextPingAt = nil
+            pongDeadline = now + configuration.pingTimeoutMs
+            actions.append(.send(EnginePacket.pingFrame))
+        }
+        return actions
+    }
+
+    /// The server is shutting down: Engine.IO close, then 1001.
+    public mutating func goAway() -> [Action] {
+        guard phase != .closed else { return [] }
+        return [.send(EnginePacket.closeFrame)] + close(code: CloseCode.goingAway, reason: "server shutting down")
+    }
+
+    /// Ends the session with `code` (the transport broke a rule, a limit was passed, an operator
+    /// kicked it). Returns nothing once closed.
+    public mutating func close(code: UInt16, reason: String) -> [Action] {
+        guard phase != .closed else { return [] }
+        phase = .closed
+        nextPingAt = nil
+        pongDeadline = nil
+        connectDeadline = nil
+        upgradeDeadline = nil
+        return [.close(code: code, reason: reason)]
+    }
+
+    // MARK: Inbound
+
+    /// One whole Engine.IO text packet from `from` (a WebSocket message, or one packet of a
+    /// polling body).
+    /// - Parameters:
+    ///   - now: monotonic time, ms (timers and budgets).
+    ///   - wallMs: wall-clock time, ms since 1970 (the `ts` of receipts).
+    public mutating func receive(_ packet: ArraySlice<UInt8>, from: Transport, now: Int64, wallMs: Int64) -> [Action] {
+        guard phase != .closed else { return [] }
+        if from != transport { return receiveOnProbe(packet, now: now) }
+        let decoded: EnginePacket
+        do {
+            decoded = try EnginePacket.decode(packet)
+        } catch {
+            return close(code: CloseCode.protocolError, reason: "invalid Engine.IO packet")
+        }
+        switch decoded {
+        case .pong:
+            // A pong nobody asked for changes nothing.
+            guard pongDeadline != nil else { return [] }
+            pongDeadline = nil
+            nextPingAt = now + configuration.pingIntervalMs
+            return []
+        case .ping(let data):
+            // Engine.IO v3-style client heartbeats keep working.
+            return [.send(Array(("3" + data).utf8))]
+        case .close:
+            return close(code: CloseCode.normal, reason: "client closed")
+        case .message(let payload):
+            return receiveSocketPacket(payload, size: packet.count, now: now, wallMs: wallMs)
+        case .noop, .upgrade:
+            return []
+        case .open:
+            return close(code: CloseCode.protocolError, reason: "clients do not send open packets")
+        }
+    }
+
+    /// A WebSocket opened for this session's `sid` while it runs on polling.
+    public mutating func probeOpened(now: Int64) -> [Action] {
+        guard phase != .closed, transport == .polling, !upgrading else { return [.abortProbe(reason: "no upgrade possible")] }
+        upgrading = true
+        upgradeDeadline = now + configuration.upgradeTimeoutMs
+        return []
+    }
+
+    /// The probing WebSocket closed before the upgrade completed.
+    public mutating func probeClosed() {
+        guard transport == .polling else { return }
+        upgrading = false
+        upgradeDeadline = nil
+    }
+
+    private mutating func receiveOnProbe(_ packet: ArraySlice<UInt8>, now: Int64) -> [Action] {
+        guard upgrading, transport == .polling else { return [.abortProbe(reason: "unexpected packet on the probe")] }
+        switch try? EnginePacket.decode(packet) {
+        case .ping("probe"):
+            return [.sendProbe(Array("3probe".utf8)), .releasePoll]
+        case .upgrade:
+            transport = .websocket
+            upgrading = false
+            upgradeDeadline = nil
+            return [.upgraded]
+        case .noop:
+            return []
+        default:
+            upgrading = false
+            upgradeDeadline = nil
+            return [.abortProbe(reason: "unexpected packet on the probe")]
+        }
+    }
+
+    // MARK: Socket.IO
+
+    private mutating func receiveSocketPacket(_ payload: ArraySlice<UInt8>, size: Int, now: Int64, wallMs: Int64) -> [Action] {
+        let packet: SocketPacket
+        do {
+            packet = try SocketPacket.decode(payload)
+        } catch .duplicateKey(let ackID) {
+            return refuse(RelayError(.invalidPayload, "a JSON object repeats a key"), ackID: ackID, now: now)
+        } catch .binaryNotSupported {
+            return fail(RelayError(.binaryNotSupported), event: nil, ackID: nil, now: now)
+        } catch {
+            return refuse(RelayError(.invalidPacket, phase == .awaitingConnect ? "malformed CONNECT packet" : "malformed Socket.IO packet"), ackID: nil, now: now)
+        }
+        guard packet.namespace == "/" else {
+            guard packet.type == .connect else { return [] }
+            let refusal = SocketPacket(type: .connectError, namespace: packet.namespace, data: Self.connectErrorPayload(RelayError(.invalidNamespace)))
+            return [.send(refusal.encodedMessage())]
+        }
+        switch packet.type {
+        case .connect: return receiveConnect(packet)
+        case .disconnect: return close(code: CloseCode.normal, reason: "client disconnected")
+        case .event: return receiveEvent(packet, size: size, now: now, wallMs: wallMs)
+        case .ack, .connectError: return []
+        case .binaryEvent, .binaryAck: return fail(RelayError(.binaryNotSupported), event: nil, ackID: nil, now: now)
+        }
+    }
+
+    /// A malformed packet: an error reply once connected, a refused CONNECT before.
+    private mutating func refuse(_ error: RelayError, ackID: Int64?, now: Int64) -> [Action] {
+        if case .connected = phase { return fail(error, event: nil, ackID: ackID, now: now) }
+        return refuseConnect(error)
+    }
+
+    private mutating func receiveConnect(_ packet: SocketPacket) -> [Action] {
+        switch phase {
+        case .connected:
+            // A repeated CONNECT is answered again; nothing changes.
+            return [.send(connectAnswer())]
+        case .authenticating, .closed:
+            return []
+        case .awaitingConnect:
+            phase = .authenticating
+            let token = packet.data?["token"]?.stringValue ?? fallbackToken ?? ""
+            return [.authenticate(token: token)]
+        }
+    }
+
+    /// The token was verified and the connection registered (`.success`), or not.
+    public mutating func connectFinished(_ result: Result<AuthenticatedUser, RelayError>, now: Int64) -> [Action] {
+        guard phase == .authenticating else { return [] }
+        switch result {
+        case .failure(let error):
+            return refuseConnect(error)
+        case .success(let user):
+            phase = .connected(user)
+            connectDeadline = nil
+            return [.send(connectAnswer())]
+        }
+    }
+
+    private func connectAnswer() -> [UInt8] {
+        SocketPacket(type: .connect, data: .object([("sid", .string(socketSID))])).encodedMessage()
+    }
+
+    /// CONNECT_ERROR (`44{…}`), then close with 4003.
+    private mutating func refuseConnect(_ error: RelayError) -> [Action] {
+        let refusal = SocketPacket(type: .connectError, data: Self.connectErrorPayload(error)).encodedMessage()
+        return [.send(refusal)] + close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
+    }
+
+    static func connectErrorPayload(_ error: RelayError) -> JSONValue {
+        .object([("message", .string(error.message)), ("data", .object([("code", .string(error.code.rawValue))]))])
+    }
+
+    private mutating func receiveEvent(_ packet: SocketPacket, size: Int, now: Int64, wallMs: Int64) -> [Action] {
+        guard case .connected(let user) = phase else {
+            return fail(RelayError(.notConnected), event: nil, ackID: packet.ackID, now: now)
+        }
+        let event: InboundEvent
+        do {
+            event = try InboundEvent(packet: packet)
+        } catch {
+            return fail(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: packet.ackID, now: now)
+        }
+        do throws(RelayError) {
+            // Refused names (bad grammar, server-only, custom when disabled) spend the control
+            // budget, so a client cannot get unlimited error replies out of the relay.
+            let lookup = Result { () throws(RelayError) in
+                try EventPolicyTable.policy(forClientEvent: event.name, customEventsEnabled: configuration.customEventsEnabled)
+            }
+            let rateClass = (try? lookup.get())?.rateClass ?? .control
+            guard limiter.allow(rateClass, now: now) else {
+                return [.received(event: event.name), .rateLimited(rateClass)] + fail(RelayError(.rateLimited), event: event.name, ackID: event.ackID, now: now)
+            }
+            let policy = try lookup.get()
+            guard size <= configuration.maxEventBytes else {
+                throw RelayError(.payloadTooLarge, "events are limited to \(configuration.maxEventBytes) bytes")
+            }
+            let typed = try ClientEvent(event, policy: policy, userID: user.userID, wallMs: wallMs)
+            return [.received(event: event.name), .handle(typed, ackID: event.ackID, user: user)]
+        } catch {
+            return [.received(event: event.name)] + fail(error, event: event.name, ackID: event.ackID, now: now)
+        }
+    }
+
+    // MARK: Replies
+
+    /// The ack of event `id`.
+    public func ack(_ id: Int64, payload: JSONValue) -> [Action] {
+        guard phase != .closed else { return [] }
+        return [.send(SocketPacket.ackMessage(id: id, payload: payload))]
+    }
+
+    /// An error reply: the error ack when the event asked for one, else an `error` event.
+    /// Error replies spend a budget; past it the session closes with 1008 instead of answering.
+    public mutating func fail(_ error: RelayError, event: String?, ackID: Int64?, now: Int64) -> [Action] {
+        guard phase != .closed else { return [] }
+        guard errorBudget.tryConsume(now: now) else {
+            return close(code: CloseCode.policyViolation, reason: "too many refused events")
+        }
+        if let ackID { return [.send(SocketPacket.ackMessage(id: ackID, payload: error.ackPayload))] }
+        var body = error.json
+        if let event { body = body.setting("event", to: .string(event)) }
+        return [.send(SocketPacket.eventMessage(name: "error", payload: body))]
+    }
+}

@@ -1,0 +1,22 @@
+/// The limits and timings an `EngineSession` enforces.
+public struct SessionConfiguration: Sendable, Equatable {
+    /// Engine.IO heartbeat: a ping every `pingIntervalMs` after the previous pong; the client
+    /// must answer within `pingTimeoutMs`.
+    public var pingIntervalMs: Int64 = 25_000
+    public var pingTimeoutMs: Int64 = 20_000
+    /// Time to send CONNECT after the session opened.
+    public var connectTimeoutMs: Int64 = 10_000
+    /// Time for a probing WebSocket to complete the upgrade (`2probe` … `5`).
+    public var upgradeTimeoutMs: Int64 = 10_000
+    /// Largest inbound message (announced in the open packet).
+    public var maxPayload = 1_000_000
+    /// Largest client event (encoded bytes).
+    public var maxEventBytes = 64 * 1024
+    public var customEventsEnabled = true
+    public var eventsPerSecond = EventRateLimiter.Budget(perSecond: 50, burst: 100)
+    public var eventsPerClass: [RateClass: EventRateLimiter.Budget] = [:]
+    /// Error replies a connection may cause before it is closed with 1008.
+    public var errorReplies = EventRateLimiter.Budget(perSecond: 5, burst: 20)
+
+    public init() {}
+}
