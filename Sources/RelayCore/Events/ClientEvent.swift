@@ -25,6 +25,19 @@ public enum ClientEvent: Equatable, Sendable {
     case receipt(NewReceipt)
     case receiptSync(since: Int64, limit: Int)
 
+    /// The event's name, for error replies and logs.
+    public var name: String {
+        switch self {
+        case .join: return "room:join"
+        case .leave: return "room:leave"
+        case .presence: return "presence:list"
+        case .typing(_, let isTyping): return isTyping ? "typing:start" : "typing:stop"
+        case .reaction(let b), .shareLive(let b, _), .locationUpdate(let b), .locationStop(let b), .custom(let b): return b.name
+        case .receipt(let r): return r.kind.eventName
+        case .receiptSync: return "receipt:sync"
+        }
+    }
+
     public static let maxSyncPage = 1000
     public static let defaultSyncPage = 100
 

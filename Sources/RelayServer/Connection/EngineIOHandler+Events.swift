@@ -2,68 +2,21 @@ import Logging
 import NIOCore
 import RelayCore
 
-/// The Socket.IO layer of a session: CONNECT and authentication, then event dispatch.
+/// What the session asks of the server: authentication, then typed client events executed
+/// against the `Hub` (routed by `ClientEvent`, never by matching names again).
 extension EngineIOHandler {
-    func handleSocketPacket(_ payload: ArraySlice<UInt8>, size: Int) {
-        let packet: SocketPacket
-        do {
-            packet = try SocketPacket.decode(payload)
-        } catch .binaryNotSupported {
-            sendError(RelayError(.binaryNotSupported), event: nil, ackID: nil)
-            return
-        } catch .duplicateKey(let ackID) {
-            if case .connected = phase {
-                sendError(RelayError(.invalidPayload, "a JSON object repeats a key"), event: nil, ackID: ackID)
-            } else {
-                refuseConnect(RelayError(.invalidPayload, "a JSON object repeats a key"), namespace: "/")
-            }
-            return
-        } catch {
-            if case .connected = phase {
-                sendError(RelayError(.invalidPacket, "malformed Socket.IO packet"), event: nil, ackID: nil)
-            } else {
-                refuseConnect(RelayError(.invalidPacket, "malformed CONNECT packet"), namespace: "/")
-            }
-            return
-        }
-        guard packet.namespace == "/" else {
-            if packet.type == .connect {
-                sendText(SocketPacket(type: .connectError, namespace: packet.namespace, data: connectErrorPayload(RelayError(.invalidNamespace))).encodedMessage())
-                flushOutbound()
-            }
-            return
-        }
-        switch packet.type {
-        case .connect: handleConnect(packet)
-        case .disconnect: close(code: CloseCode.normal, reason: "client disconnected")
-        case .event: handleEvent(packet, size: size)
-        case .ack, .connectError: break
-        case .binaryEvent, .binaryAck: sendError(RelayError(.binaryNotSupported), event: nil, ackID: nil)
-        }
-    }
-
     // MARK: CONNECT
 
-    private func handleConnect(_ packet: SocketPacket) {
-        switch phase {
-        case .connected:
-            sendText(SocketPacket(type: .connect, data: .object([("sid", .string(sid))])).encodedMessage())
-            flushOutbound()
-            return
-        case .authenticating, .closed:
-            return
-        case .awaitingConnect:
-            break
-        }
-        let token = packet.data?["token"]?.stringValue ?? handshake.queryToken ?? handshake.bearerToken ?? ""
+    /// Verifies the token (after the per-IP failed-authentication budget), registers the
+    /// connection, and tells the session how it went.
+    func authenticate(_ token: String) {
         let now = hub.clock.monotonicMs()
         guard relay.admission.mayAuthenticate(ip: handshake.remoteIP, now: now) else {
             hub.metrics.authFailure(.authRateLimited)
             hub.metrics.connectsRefused.increment()
-            refuseConnect(RelayError(.authRateLimited), namespace: "/")
+            perform(session.connectFinished(.failure(RelayError(.authRateLimited)), now: now))
             return
         }
-        phase = .authenticating
         guard let eventLoop = context?.eventLoop else { return }
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
         relay.authenticate(token, eventLoop).whenSuccess { result in
@@ -72,187 +25,124 @@ extension EngineIOHandler {
     }
 
     private func authenticationCompleted(_ result: Result<AuthenticatedUser, RelayError>) {
-        guard case .authenticating = phase, !closing, let shard else { return }
+        guard session.phase == .authenticating, !closing, let shard else { return }
+        let now = hub.clock.monotonicMs()
         switch result {
         case .failure(let error):
-            relay.admission.recordAuthFailure(ip: handshake.remoteIP, now: hub.clock.monotonicMs())
+            relay.admission.recordAuthFailure(ip: handshake.remoteIP, now: now)
             hub.metrics.authFailure(error.code)
             hub.metrics.connectsRefused.increment()
             relay.logger.info("auth failed", metadata: ["ip": "\(handshake.remoteIP)", "code": "\(error.code.rawValue)"])
-            refuseConnect(error, namespace: "/")
+            perform(session.connectFinished(.failure(error), now: now))
         case .success(let user):
             do throws(RelayError) {
                 try hub.register(self, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, ip: handshake.remoteIP)
             } catch {
                 hub.metrics.authFailure(error.code)
                 hub.metrics.connectsRefused.increment()
-                refuseConnect(error, namespace: "/")
+                perform(session.connectFinished(.failure(error), now: now))
                 return
             }
+            registeredUser = user
             hub.metrics.connectsOK.increment()
-            phase = .connected(user)
-            connectTimeout?.cancel()
             authenticated()
-            sendText(SocketPacket(type: .connect, data: .object([("sid", .string(sid))])).encodedMessage())
-            flushOutbound()
+            perform(session.connectFinished(.success(user), now: now))
             relay.logger.info("connect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "ip": "\(handshake.remoteIP)"])
         }
     }
 
-    private func connectErrorPayload(_ error: RelayError) -> JSONValue {
-        .object([("message", .string(error.message)), ("data", .object([("code", .string(error.code.rawValue))]))])
-    }
-
-    /// Sends CONNECT_ERROR (`44{...}`) and closes the socket.
-    private func refuseConnect(_ error: RelayError, namespace: String) {
-        sendText(SocketPacket(type: .connectError, namespace: namespace, data: connectErrorPayload(error)).encodedMessage())
-        flushOutbound()
-        close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
-    }
-
     // MARK: Events
 
-    private func handleEvent(_ packet: SocketPacket, size: Int) {
-        guard case .connected(let user) = phase else {
-            sendError(RelayError(.notConnected), event: nil, ackID: packet.ackID)
-            return
-        }
-        let event: InboundEvent
-        do {
-            event = try InboundEvent(packet: packet)
-        } catch {
-            sendError(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: packet.ackID)
-            return
-        }
-        hub.metrics.eventIn(event.name)
+    /// Runs one typed client event; every event with an ack id gets exactly one ack.
+    func handle(_ event: ClientEvent, ackID: Int64?, user: AuthenticatedUser) {
         do throws(RelayError) {
-            // Refused names (bad grammar, server-only, custom when disabled) spend the control
-            // budget, so a client cannot get unlimited error replies out of the relay.
-            let lookup = Result { () throws(RelayError) in
-                try EventPolicyTable.policy(forClientEvent: event.name, customEventsEnabled: configuration.customEventsEnabled)
-            }
-            let rateClass = (try? lookup.get())?.rateClass ?? .control
-            guard limiter.allow(rateClass, now: hub.clock.monotonicMs()) else {
-                hub.metrics.rateLimit(rateClass)
-                throw RelayError(.rateLimited)
-            }
-            let policy = try lookup.get()
-            guard size <= configuration.maxEventBytes else { throw RelayError(.payloadTooLarge, "events are limited to \(configuration.maxEventBytes) bytes") }
-            if let reply = try dispatch(event, policy: policy, user: user, ackID: event.ackID) {
-                if let id = event.ackID {
-                    sendText(SocketPacket.ackMessage(id: id, payload: reply))
-                    flushOutbound()
-                }
+            if let reply = try execute(event, ackID: ackID, user: user), let ackID {
+                perform(session.ack(ackID, payload: reply))
             }
         } catch {
-            sendError(error, event: event.name, ackID: event.ackID)
+            fail(error, event: event.name, ackID: ackID)
         }
     }
 
-    /// Runs one event. Returns the ack payload, or `nil` when the ack is sent later.
-    private func dispatch(_ event: InboundEvent, policy: EventPolicy, user: AuthenticatedUser, ackID: Int64?) throws(RelayError) -> JSONValue? {
+    /// An error reply through the session (which budgets them).
+    func fail(_ error: RelayError, event: String?, ackID: Int64?) {
+        perform(session.fail(error, event: event, ackID: ackID, now: hub.clock.monotonicMs()))
+    }
+
+    /// Returns the ack payload, or `nil` when the ack is sent later (or not wanted).
+    private func execute(_ event: ClientEvent, ackID: Int64?, user: AuthenticatedUser) throws(RelayError) -> JSONValue? {
         guard let shard else { throw RelayError(.internalError) }
         let ok = JSONValue.object([("ok", true)])
-        switch event.name {
-        case "room:join":
-            let room = try EventValidator.room(in: event.payload)
+        switch event {
+        case .join(let room):
             guard user.rooms.allows(room) else { throw RelayError(.roomNotAuthorized, "your token does not allow \(room)") }
             let presence = try hub.join(room: room, sink: self, user: user.userID, on: shard)
-            ackLater(presence.map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID)
+            ackLater(presence.map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID, event: event.name)
             return nil
-        case "room:leave":
-            let room = try EventValidator.room(in: event.payload)
+        case .leave(let room):
             guard hub.leave(room: room, connection: connectionID, on: shard) else { throw RelayError(.notInRoom) }
             return ok
-        case "presence:list":
-            let room = try EventValidator.room(in: event.payload)
+        case .presence(let room):
             guard user.rooms.allows(room) || hub.isMember(room: room, connection: connectionID) else {
                 throw RelayError(.roomNotAuthorized, "your token does not allow \(room)")
             }
-            ackLater(hub.presence(room: room, on: shard.eventLoop).map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID)
+            ackLater(hub.presence(room: room, on: shard.eventLoop).map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID, event: event.name)
             return nil
-        case "typing:start", "typing:stop":
-            let room = try memberRoom(event.payload)
-            hub.typing(event.name == "typing:start", room: room, user: user.userID, connection: connectionID)
+        case .typing(let room, let isTyping):
+            try requireMember(room)
+            hub.typing(isTyping, room: room, user: user.userID, connection: connectionID)
             return ok
-        case "message:reaction":
-            let payload = try EventValidator.reaction(event.payload)
-            let room = try memberRoom(payload)
-            broadcast(event.name, payload, room: room, user: user)
+        case .reaction(let b), .custom(let b):
+            try requireMember(b.room)
+            broadcast(b, user: user)
             return ok
-        case "location:share-live":
-            let (payload, duration) = try EventValidator.shareLive(event.payload)
-            let room = try memberRoom(payload)
-            try hub.startLiveShare(room: room, user: user.userID, connection: connectionID, durationSec: duration)
-            broadcast(event.name, payload, room: room, user: user)
+        case .shareLive(let b, let duration):
+            try requireMember(b.room)
+            try hub.startLiveShare(room: b.room, user: user.userID, connection: connectionID, durationSec: duration)
+            broadcast(b, user: user)
             return ok
-        case "location:update":
-            let payload = try EventValidator.locationUpdate(event.payload)
-            let room = try memberRoom(payload)
-            try hub.checkLiveShare(room: room, user: user.userID)
-            let key = OutboundQueue<OutboundMessage>.CoalesceKey(event: event.name, room: room, user: user.userID)
-            broadcast(event.name, payload, room: room, user: user, coalesceKey: key)
+        case .locationUpdate(let b):
+            try requireMember(b.room)
+            try hub.checkLiveShare(room: b.room, user: user.userID)
+            broadcast(b, user: user)
             return ok
-        case "location:stop":
-            let payload = try EventValidator.roomOnly(event.payload)
-            let room = try memberRoom(payload)
-            guard hub.stopLiveShare(room: room, user: user.userID) else { throw RelayError(.noLiveShare) }
-            broadcast(event.name, payload, room: room, user: user)
+        case .locationStop(let b):
+            try requireMember(b.room)
+            guard hub.stopLiveShare(room: b.room, user: user.userID) else { throw RelayError(.noLiveShare) }
+            broadcast(b, user: user)
             return ok
-        case "message:delivered", "message:read", "receipt:sync":
-            return try handleReceiptEvent(event, user: user)
-        default:
-            let payload = try EventValidator.custom(event.payload)
-            let room = try memberRoom(payload)
-            broadcast(event.name, payload, room: room, user: user)
-            return ok
+        case .receipt(let receipt):
+            try record(receipt, ackID: ackID, user: user)
+            return nil
+        case .receiptSync(let since, let limit):
+            try sync(since: since, limit: limit, ackID: ackID, user: user)
+            return nil
         }
     }
 
     /// Sends the ack when `reply` completes (on this connection's loop).
-    private func ackLater(_ reply: EventLoopFuture<JSONValue>, ackID: Int64?) {
+    func ackLater(_ reply: EventLoopFuture<JSONValue>, ackID: Int64?, event: String) {
         guard let ackID, let context else { return }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         reply.whenComplete { result in
             let h = handler.value
             switch result {
-            case .success(let payload):
-                h.sendText(SocketPacket.ackMessage(id: ackID, payload: payload))
-                h.flushOutbound()
-            case .failure:
-                h.sendError(RelayError(.internalError), event: nil, ackID: ackID)
+            case .success(let payload): h.perform(h.session.ack(ackID, payload: payload))
+            case .failure: h.fail(RelayError(.internalError), event: event, ackID: ackID)
             }
         }
     }
 
-    /// The payload's room, which this connection must have joined.
-    private func memberRoom(_ payload: JSONValue) throws(RelayError) -> String {
-        let room = try EventValidator.room(in: payload)
+    /// Events about a room need membership of it.
+    private func requireMember(_ room: String) throws(RelayError) {
         guard hub.isMember(room: room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(room) first") }
-        return room
     }
 
-    private func broadcast(_ name: String, _ payload: JSONValue, room: String, user: AuthenticatedUser, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil) {
-        let stamped = EventValidator.stamp(payload, from: user.userID, ts: hub.clock.wallMs())
-        hub.publish(room: room, name: name, payload: stamped, excludeConnection: connectionID, coalesceKey: coalesceKey)
-    }
-
-    /// An error ack when the event asked for one, else an `error` event.
-    func sendError(_ error: RelayError, event: String?, ackID: Int64?) {
-        // Error replies are budgeted: a client that keeps sending refused events is closed
-        // with 1008 instead of getting an unlimited stream of answers.
-        guard errorBudget.tryConsume(now: hub.clock.monotonicMs()) else {
-            hub.metrics.errorBudgetCloses.increment()
-            close(code: CloseCode.policyViolation, reason: "too many refused events")
-            return
-        }
-        if let ackID {
-            sendText(SocketPacket.ackMessage(id: ackID, payload: error.ackPayload))
-        } else {
-            var body = error.json
-            if let event { body = body.setting("event", to: .string(event)) }
-            sendText(SocketPacket.eventMessage(name: "error", payload: body))
-        }
-        flushOutbound()
+    /// Stamps `from`/`ts` and fans out to the room minus this socket, with the coalescing key
+    /// the policy table declares.
+    private func broadcast(_ b: ClientEvent.Broadcast, user: AuthenticatedUser) {
+        let stamped = EventValidator.stamp(b.payload, from: user.userID, ts: hub.clock.wallMs())
+        let key = b.coalescingKey.map { OutboundQueue<OutboundMessage>.CoalesceKey(event: $0.event, room: $0.room, user: $0.user) }
+        hub.publish(room: b.room, name: b.name, payload: stamped, excludeConnection: connectionID, coalesceKey: key)
     }
 }

@@ -5,32 +5,23 @@ import RelayCore
 
 /// One Engine.IO v4 / Socket.IO v5 session over an upgraded WebSocket.
 ///
-/// Thin transport glue: `WebSocketMessageReader` turns frames into messages, this type runs
-/// the heartbeat, and `EngineIOHandler+Events` the CONNECT handshake and event dispatch (the
-/// rules themselves live in RelayCore and the `Hub`). Outbound messages go through a bounded
-/// `OutboundQueue` whenever the socket is not writable.
+/// Thin transport glue around `EngineSession` (RelayCore), which holds every protocol rule:
+/// `WebSocketMessageReader` turns frames into messages, the session turns them into actions,
+/// and this type carries the actions out — writes through a bounded `OutboundQueue` whenever
+/// the socket is not writable, one timer for the session's next deadline, and the typed client
+/// events executed against the `Hub` (`EngineIOHandler+Events`).
 final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
-    enum Phase {
-        case awaitingConnect
-        case authenticating
-        case connected(AuthenticatedUser)
-        case closed
-    }
-
     let connectionID: ConnectionID
-    let sid: String
-    let engineSID: String
     let relay: RelayContext
     let handshake: HandshakeInfo
     var context: ChannelHandlerContext?
     var shard: LoopShard?
-    var phase = Phase.awaitingConnect
-    var limiter: EventRateLimiter
-    /// Error replies this connection may still cause (then 1008).
-    var errorBudget: TokenBucket
+    var session: EngineSession
+    /// The user this connection registered with the hub as (set once CONNECT succeeded).
+    var registeredUser: AuthenticatedUser?
     /// Receipts of this connection waiting for their commit.
     var pendingReceipts = 0
     var outbound: OutboundQueue<OutboundMessage>
@@ -40,9 +31,9 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     /// A WebSocket pong owed to the peer while the socket was not writable: only the latest
     /// ping is answered (RFC 6455 §5.5.3), so a ping flood cannot grow the write buffer.
     private var pendingPong: ByteBuffer?
-    private var pingTask: Scheduled<Void>?
-    private var pongTimeout: Scheduled<Void>?
-    var connectTimeout: Scheduled<Void>?
+    /// The one timer, armed for `session.nextDeadline`.
+    private var timer: Scheduled<Void>?
+    private var timerDeadline: Int64?
     private var needsFlush = false
     private var flushScheduled = false
     private(set) var closing = false
@@ -52,17 +43,18 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
 
     var configuration: RelayConfiguration { relay.configuration }
     var hub: Hub { relay.hub }
+    /// The Socket.IO socket id (admin API, logs).
+    var sid: String { session.socketSID }
 
     init(relay: RelayContext, handshake: HandshakeInfo, frameGuard: FrameSizeGuard? = nil) {
         self.relay = relay
         self.handshake = handshake
         self.frameGuard = frameGuard
         self.connectionID = relay.makeConnectionID()
-        self.sid = SessionID.make()
-        self.engineSID = SessionID.make()
         let c = relay.configuration
-        self.limiter = EventRateLimiter(overall: c.eventsPerSecond, perClass: c.eventsPerSecondByClass, now: relay.hub.clock.monotonicMs())
-        self.errorBudget = TokenBucket(capacity: c.errorReplies.burst, ratePerSecond: c.errorReplies.perSecond, now: relay.hub.clock.monotonicMs())
+        self.session = EngineSession(
+            configuration: c.sessionConfiguration, transport: .websocket, engineSID: SessionID.make(), socketSID: SessionID.make(),
+            fallbackToken: handshake.queryToken ?? handshake.bearerToken, now: relay.hub.clock.monotonicMs())
         self.outbound = OutboundQueue(softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
     }
 
@@ -71,16 +63,7 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         self.shard = hub.shard(for: context.eventLoop)
-        let open = EnginePacket.openPayload(
-            sid: engineSID, pingInterval: configuration.pingIntervalMs, pingTimeout: configuration.pingTimeoutMs,
-            maxPayload: configuration.maxPayload)
-        sendText(open)
-        flushOutbound()
-        connectTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(configuration.connectTimeoutMs))) { [weak self] in
-            guard let self, case .awaitingConnect = self.phase else { return }
-            self.close(code: CloseCode.connectTimeout, reason: "connect timeout")
-        }
-        schedulePing()
+        perform(session.start(now: hub.clock.monotonicMs()))
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -93,22 +76,63 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         self.context = nil
     }
 
+    // MARK: Session actions
+
+    /// Carries out the session's actions in order, then flushes and re-arms the timer.
+    func perform(_ actions: [EngineSession.Action]) {
+        for action in actions {
+            switch action {
+            case .send(let bytes): sendText(bytes)
+            case .authenticate(let token): authenticate(token)
+            case .handle(let event, let ackID, let user): handle(event, ackID: ackID, user: user)
+            case .close(let code, let reason): closeTransport(code: code, reason: reason)
+            case .received(let name): hub.metrics.eventIn(name)
+            case .rateLimited(let rateClass): hub.metrics.rateLimit(rateClass)
+            case .sendProbe, .releasePoll, .upgraded, .abortProbe:
+                break  // only a session that started on long-polling is upgraded
+            }
+        }
+        flushOutbound()
+        armTimer()
+    }
+
+    /// One timer for the session's next deadline (heartbeat, pong, CONNECT).
+    private func armTimer() {
+        guard let context, !closing else { return }
+        guard let deadline = session.nextDeadline else {
+            timer?.cancel()
+            timer = nil
+            timerDeadline = nil
+            return
+        }
+        if deadline == timerDeadline { return }
+        timer?.cancel()
+        timerDeadline = deadline
+        let delay = max(0, deadline - hub.clock.monotonicMs())
+        timer = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) { [weak self] in
+            guard let self else { return }
+            self.timerDeadline = nil
+            self.perform(self.session.tick(now: self.hub.clock.monotonicMs()))
+        }
+    }
+
     private func teardown(reason: String) {
-        if case .closed = phase { return }
-        pingTask?.cancel()
-        pongTimeout?.cancel()
-        connectTimeout?.cancel()
+        guard !tornDown else { return }
+        tornDown = true
+        timer?.cancel()
         if outbound.count > 0 { hub.metrics.dropped.increment(by: Int64(outbound.count)) }
         outbound.removeAll()
         pendingPong = nil
+        _ = session.close(code: CloseCode.normal, reason: reason)
         let why = closeReason ?? "closed"
         hub.metrics.disconnect(reason: why)
-        if case .connected(let user) = phase, let shard {
+        if let user = registeredUser, let shard {
             hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil)
             relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why)"])
         }
-        phase = .closed
     }
+
+    private var tornDown = false
 
     static func reason(for code: UInt16) -> String {
         switch code {
@@ -123,29 +147,6 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
         case CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayloadData, CloseCode.messageTooBig: return "protocol_error"
         default: return "closed"
         }
-    }
-
-    // MARK: Heartbeat
-
-    /// Engine.IO v4 heartbeat: ping `pingInterval` after the previous pong (or the open), then
-    /// close with 4000 unless the pong comes within `pingTimeout`.
-    private func schedulePing() {
-        guard let context else { return }
-        pingTask = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(configuration.pingIntervalMs))) { [weak self] in
-            guard let self, !self.closing, let context = self.context else { return }
-            self.sendText(EnginePacket.pingFrame)
-            self.flushOutbound()
-            self.pongTimeout = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(self.configuration.pingTimeoutMs))) { [weak self] in
-                self?.close(code: CloseCode.pingTimeout, reason: "ping timeout")
-            }
-        }
-    }
-
-    private func pongReceived() {
-        guard let timeout = pongTimeout else { return }  // a pong nobody asked for
-        timeout.cancel()
-        pongTimeout = nil
-        schedulePing()
     }
 
     // MARK: Inbound frames
@@ -178,30 +179,9 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
             close(code: CloseCode.unsupportedData, reason: "binary messages are not supported")
             return
         }
-        let bytes = buffer.readableBytesView
-        let array = Array(bytes)
-        let packet: EnginePacket
-        do {
-            packet = try EnginePacket.decode(array[...])
-        } catch {
-            close(code: CloseCode.protocolError, reason: "invalid Engine.IO packet")
-            return
-        }
-        switch packet {
-        case .pong:
-            pongReceived()
-        case .ping(let data):
-            sendText(Array(("3" + data).utf8))
-            flushOutbound()
-        case .close:
-            close(code: CloseCode.normal, reason: "client closed")
-        case .message(let payload):
-            handleSocketPacket(payload, size: array.count)
-        case .upgrade, .noop:
-            break
-        case .open:
-            close(code: CloseCode.protocolError, reason: "clients do not send open packets")
-        }
+        let clock = hub.clock
+        let bytes = Array(buffer.readableBytesView)
+        perform(session.receive(bytes[...], from: .websocket, now: clock.monotonicMs(), wallMs: clock.wallMs()))
     }
 
     /// Answers a WebSocket ping at once when the socket drains, else remembers only the latest.
@@ -319,25 +299,28 @@ final class EngineIOHandler: ChannelInboundHandler, ConnectionSink {
     }
 
     func mayAccess(room: String) -> Bool {
-        if case .connected(let user) = phase { return user.rooms.allows(room) }
-        return false
+        registeredUser?.rooms.allows(room) ?? false
     }
 
     /// Engine.IO `1` (close) then WebSocket 1001: clients reconnect with their own backoff.
     func goAway() {
         guard !closing else { return }
-        sendText(EnginePacket.closeFrame)
-        close(code: CloseCode.goingAway, reason: "server shutting down")
+        perform(session.goAway())
+    }
+
+    /// Ends the session with `code` (a hub decision: kick, slow consumer, a broken frame).
+    func close(code: UInt16, reason: String) {
+        guard !closing else { return }
+        perform(session.close(code: code, reason: reason))
     }
 
     /// Sends a close frame with `code`, then closes the channel.
-    func close(code: UInt16, reason: String) {
+    private func closeTransport(code: UInt16, reason: String) {
         guard !closing, let context else { return }
         closing = true
         closeReason = Self.reason(for: code)
-        pingTask?.cancel()
-        pongTimeout?.cancel()
-        connectTimeout?.cancel()
+        timer?.cancel()
+        timer = nil
         flushOutbound()
         var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.writeInteger(code)

@@ -50,6 +50,13 @@ extension Hub {
         }
     }
 
+    /// The outbound-queue key the policy table declares for a server-made event.
+    static func coalesceKey(_ name: String, room: String, user: String) -> OutboundQueue<OutboundMessage>.CoalesceKey? {
+        EventPolicyTable.known[name]?.coalescingKey(room: room, user: user).map {
+            OutboundQueue<OutboundMessage>.CoalesceKey(event: $0.event, room: $0.room, user: $0.user)
+        }
+    }
+
     /// Delivers an event to every connected device of `user`. Returns the number of sockets.
     @discardableResult
     public func publish(user: String, name: String, payload: JSONValue, durable: Bool = false) -> Int {

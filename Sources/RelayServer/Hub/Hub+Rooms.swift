@@ -137,7 +137,7 @@ extension Hub {
 
     func broadcastPresence(_ name: String, room: String, user: String, ts: Int64, exclude: ConnectionID?) {
         let payload = JSONValue.object([("room", .string(room)), ("user", .string(user)), ("from", .string(user)), ("ts", .int(ts))])
-        let key = OutboundQueue<OutboundMessage>.CoalesceKey(event: "presence", room: room, user: user)
+        let key = Self.coalesceKey(name, room: room, user: user)
         publish(room: room, name: name, payload: payload, excludeConnection: exclude, coalesceKey: key)
     }
 }

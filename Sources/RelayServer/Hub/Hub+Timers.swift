@@ -26,7 +26,7 @@ extension Hub {
         for change in changes {
             let name = change.isTyping ? "typing:start" : "typing:stop"
             let payload = JSONValue.object([("room", .string(change.room)), ("from", .string(change.user)), ("ts", .int(ts))])
-            let key = OutboundQueue<OutboundMessage>.CoalesceKey(event: "typing", room: change.room, user: change.user)
+            let key = Self.coalesceKey(name, room: change.room, user: change.user)
             publish(room: change.room, name: name, payload: payload, excludeUser: change.user, coalesceKey: key)
         }
         return next

@@ -1,0 +1,192 @@
+import XCTest
+@testable import RelayCore
+
+/// The session state machine, fed packets and time, without a socket.
+final class EngineSessionTests: XCTestCase {
+    typealias Action = EngineSession.Action
+
+    let alice = AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max)
+
+    func makeSession(_ transport: EngineSession.Transport = .websocket, configure: (inout SessionConfiguration) -> Void = { _ in }) -> EngineSession {
+        var c = SessionConfiguration()
+        c.pingIntervalMs = 1000
+        c.pingTimeoutMs = 500
+        c.connectTimeoutMs = 300
+        c.upgradeTimeoutMs = 200
+        configure(&c)
+        return EngineSession(configuration: c, transport: transport, engineSID: "E", socketSID: "S", fallbackToken: "from-query", now: 0)
+    }
+
+    func texts(_ actions: [Action]) -> [String] {
+        actions.compactMap { if case .send(let b) = $0 { return String(decoding: b, as: UTF8.self) } else { return nil } }
+    }
+
+    func receive(_ s: inout EngineSession, _ text: String, from: EngineSession.Transport = .websocket, at now: Int64 = 0) -> [Action] {
+        s.receive(Array(text.utf8)[...], from: from, now: now, wallMs: 1_000_000)
+    }
+
+    func connected(_ transport: EngineSession.Transport = .websocket, configure: (inout SessionConfiguration) -> Void = { _ in }) -> EngineSession {
+        var s = makeSession(transport, configure: configure)
+        _ = s.start(now: 0)
+        _ = receive(&s, "40{\"token\":\"t\"}")
+        _ = s.connectFinished(.success(alice), now: 0)
+        return s
+    }
+
+    func testOpenPacketAnnouncesUpgradesOnlyOnPolling() throws {
+        var ws = makeSession(.websocket)
+        let open = texts(ws.start(now: 0))
+        XCTAssertEqual(open.count, 1)
+        XCTAssertTrue(open[0].hasPrefix("0{\"sid\":\"E\",\"upgrades\":[],\"pingInterval\":1000,\"pingTimeout\":500"), open[0])
+        var polling = makeSession(.polling)
+        XCTAssertTrue(texts(polling.start(now: 0))[0].contains("\"upgrades\":[\"websocket\"]"))
+    }
+
+    func testHeartbeat() {
+        var s = connected()
+        XCTAssertEqual(s.nextDeadline, 1000)
+        XCTAssertEqual(texts(s.tick(now: 999)), [])
+        XCTAssertEqual(texts(s.tick(now: 1000)), ["2"])
+        XCTAssertEqual(s.nextDeadline, 1500)
+        XCTAssertEqual(receive(&s, "3", at: 1200), [])
+        XCTAssertEqual(s.nextDeadline, 2200, "the next ping comes an interval after the pong")
+        XCTAssertEqual(texts(s.tick(now: 2200)), ["2"])
+        XCTAssertEqual(s.tick(now: 2700), [.close(code: CloseCode.pingTimeout, reason: "ping timeout")])
+        XCTAssertTrue(s.isClosed)
+        XCTAssertEqual(s.tick(now: 9999), [])
+        XCTAssertEqual(receive(&s, "3"), [])
+    }
+
+    func testAnUnaskedPongChangesNothing() {
+        var s = connected()
+        XCTAssertEqual(receive(&s, "3", at: 10), [])
+        XCTAssertEqual(s.nextDeadline, 1000)
+    }
+
+    func testConnectTimeout() {
+        var s = makeSession()
+        _ = s.start(now: 0)
+        XCTAssertEqual(s.tick(now: 299), [])
+        XCTAssertEqual(s.tick(now: 300), [.close(code: CloseCode.connectTimeout, reason: "connect timeout")])
+    }
+
+    func testConnectUsesTheAuthTokenThenTheFallback() {
+        var s = makeSession()
+        _ = s.start(now: 0)
+        XCTAssertEqual(receive(&s, "40{\"token\":\"abc\"}"), [.authenticate(token: "abc")])
+        XCTAssertEqual(s.phase, .authenticating)
+        XCTAssertEqual(receive(&s, "40{\"token\":\"again\"}"), [], "a CONNECT while authenticating is ignored")
+        var q = makeSession()
+        _ = q.start(now: 0)
+        XCTAssertEqual(receive(&q, "40"), [.authenticate(token: "from-query")])
+    }
+
+    func testConnectAnswerAndRefusal() {
+        var s = makeSession()
+        _ = s.start(now: 0)
+        _ = receive(&s, "40{\"token\":\"t\"}")
+        XCTAssertEqual(texts(s.connectFinished(.success(alice), now: 5)), ["40{\"sid\":\"S\"}"])
+        XCTAssertEqual(s.user, alice)
+        XCTAssertEqual(s.tick(now: 400), [], "no connect timeout once connected")
+        var r = makeSession()
+        _ = r.start(now: 0)
+        _ = receive(&r, "40{\"token\":\"t\"}")
+        let refused = r.connectFinished(.failure(RelayError(.tokenExpired)), now: 5)
+        XCTAssertEqual(texts(refused), ["44{\"message\":\"token has expired\",\"data\":{\"code\":\"token_expired\"}}"])
+        XCTAssertEqual(refused.last, .close(code: CloseCode.authenticationFailed, reason: "token_expired"))
+    }
+
+    func testOtherNamespacesAreRefusedWithoutClosing() {
+        var s = makeSession()
+        _ = s.start(now: 0)
+        XCTAssertEqual(texts(receive(&s, "40/admin,{}")), ["44/admin,{\"message\":\"only the main namespace \\\"/\\\" is served\",\"data\":{\"code\":\"invalid_namespace\"}}"])
+        XCTAssertFalse(s.isClosed)
+    }
+
+    func testEventsBecomeTypedActions() {
+        var s = connected()
+        let actions = receive(&s, "421[\"room:join\",{\"room\":\"conversation:1\"}]")
+        XCTAssertEqual(actions, [.received(event: "room:join"), .handle(.join(room: "conversation:1"), ackID: 1, user: alice)])
+        let update = receive(&s, "42[\"location:update\",{\"room\":\"conversation:1\",\"lat\":1,\"lng\":2}]")
+        guard case .handle(.locationUpdate(let b), nil, _)? = update.last else { return XCTFail("\(update)") }
+        XCTAssertEqual(b.coalescingKey, EventPolicy.CoalescingKey(event: "location:update", room: "conversation:1", user: "alice"))
+        let receipt = receive(&s, "422[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"m\",\"authorId\":\"bob\"}]")
+        XCTAssertEqual(receipt.last, .handle(.receipt(NewReceipt(room: "conversation:1", messageID: "m", authorID: "bob", userID: "alice", kind: .read, ts: 1_000_000)), ackID: 2, user: alice))
+    }
+
+    func testInvalidEventsGetOneErrorReply() {
+        var s = connected()
+        XCTAssertEqual(texts(receive(&s, "427[\"Bad_Name\",{}]")), ["437[{\"ok\":false,\"error\":{\"code\":\"invalid_event_name\",\"message\":\"invalid event name: Bad_Name\"}}]"])
+        let noAck = texts(receive(&s, "42[\"room:join\",{}]"))
+        XCTAssertEqual(noAck.count, 1)
+        XCTAssertTrue(noAck[0].hasPrefix("42[\"error\",{\"code\":\"invalid_payload\""), noAck[0])
+        XCTAssertTrue(noAck[0].contains("\"event\":\"room:join\""))
+        XCTAssertTrue(texts(receive(&s, "423[\"x:y\",{\"room\":\"a\",\"room\":\"b\"}]"))[0].hasPrefix("433[{\"ok\":false,\"error\":{\"code\":\"invalid_payload\""))
+    }
+
+    func testEventsBeforeConnect() {
+        var s = makeSession()
+        _ = s.start(now: 0)
+        XCTAssertEqual(texts(receive(&s, "421[\"room:join\",{\"room\":\"conversation:1\"}]")), ["431[{\"ok\":false,\"error\":{\"code\":\"not_connected\",\"message\":\"send CONNECT (40) first\"}}]"])
+    }
+
+    func testRateLimitAndErrorBudget() {
+        var s = connected {
+            $0.eventsPerSecond = .init(perSecond: 1, burst: 2)
+            $0.errorReplies = .init(perSecond: 1, burst: 2)
+        }
+        _ = receive(&s, "42[\"presence:list\",{\"room\":\"conversation:1\"}]")
+        _ = receive(&s, "42[\"presence:list\",{\"room\":\"conversation:1\"}]")
+        let third = receive(&s, "423[\"presence:list\",{\"room\":\"conversation:1\"}]")
+        XCTAssertTrue(third.contains(.rateLimited(.control)))
+        XCTAssertTrue(texts(third)[0].hasPrefix("433[{\"ok\":false,\"error\":{\"code\":\"rate_limited\""))
+        _ = receive(&s, "424[\"presence:list\",{\"room\":\"conversation:1\"}]")
+        // The error budget (burst 2) is spent: the next refusal closes with 1008.
+        let closing = receive(&s, "425[\"presence:list\",{\"room\":\"conversation:1\"}]")
+        XCTAssertEqual(closing.last, .close(code: CloseCode.policyViolation, reason: "too many refused events"))
+        XCTAssertTrue(texts(closing).isEmpty)
+    }
+
+    func testEventSizeLimit() {
+        var s = connected { $0.maxEventBytes = 64 }
+        let reply = texts(receive(&s, "421[\"x:y\",{\"room\":\"r\",\"pad\":\"" + String(repeating: "p", count: 80) + "\"}]"))
+        XCTAssertTrue(reply[0].contains("payload_too_large"), reply[0])
+    }
+
+    func testClosePackets() {
+        var s = connected()
+        XCTAssertEqual(receive(&s, "41"), [.close(code: CloseCode.normal, reason: "client disconnected")])
+        var t = connected()
+        XCTAssertEqual(receive(&t, "1"), [.close(code: CloseCode.normal, reason: "client closed")])
+        var u = connected()
+        XCTAssertEqual(receive(&u, "9"), [.close(code: CloseCode.protocolError, reason: "invalid Engine.IO packet")])
+        var v = connected()
+        XCTAssertEqual(texts(v.goAway()), ["1"])
+        XCTAssertTrue(v.isClosed)
+    }
+
+    func testUpgradeFromPolling() {
+        var s = connected(.polling)
+        XCTAssertEqual(s.probeOpened(now: 10), [])
+        XCTAssertTrue(s.upgrading)
+        XCTAssertEqual(receive(&s, "2probe", from: .websocket, at: 20), [.sendProbe(Array("3probe".utf8)), .releasePoll])
+        // Polling still carries the session until the upgrade packet.
+        XCTAssertEqual(receive(&s, "421[\"room:join\",{\"room\":\"conversation:1\"}]", from: .polling).last, .handle(.join(room: "conversation:1"), ackID: 1, user: alice))
+        XCTAssertEqual(receive(&s, "5", from: .websocket, at: 30), [.upgraded])
+        XCTAssertEqual(s.transport, .websocket)
+        XCTAssertFalse(s.upgrading)
+        XCTAssertEqual(receive(&s, "42[\"typing:start\",{\"room\":\"conversation:1\"}]", from: .websocket).last, .handle(.typing(room: "conversation:1", isTyping: true), ackID: nil, user: alice))
+    }
+
+    func testUpgradeTimeoutAndBadProbes() {
+        var s = connected(.polling)
+        _ = s.probeOpened(now: 0)
+        XCTAssertEqual(s.tick(now: 200), [.abortProbe(reason: "upgrade timeout")])
+        XCTAssertEqual(s.transport, .polling)
+        XCTAssertEqual(s.probeOpened(now: 300), [], "a new probe may try again")
+        XCTAssertEqual(s.probeOpened(now: 301), [.abortProbe(reason: "no upgrade possible")], "one probe at a time")
+        XCTAssertEqual(receive(&s, "42[\"x:y\",{}]", from: .websocket), [.abortProbe(reason: "unexpected packet on the probe")])
+        var ws = connected(.websocket)
+        XCTAssertEqual(ws.probeOpened(now: 0), [.abortProbe(reason: "no upgrade possible")])
+    }
+}
