@@ -28,7 +28,7 @@ final class EngineSessionTests: XCTestCase {
     func connected(_ transport: EngineSession.Transport = .websocket, configure: (inout SessionConfiguration) -> Void = { _ in }) -> EngineSession {
         var s = makeSession(transport, configure: configure)
         _ = s.start(now: 0)
-        _ = receive(&s, "40{\"token\":\"t\"}")
+        _ = receive(&s, "40{\"token\":\"t\"}", from: transport)
         _ = s.connectFinished(.success(alice), now: 0)
         return s
     }
