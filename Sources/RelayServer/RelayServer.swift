@@ -10,7 +10,7 @@ import RelayStore
 import RelayRedis
 
 /// The relay's listening server: one TCP listener, HTTP/1.1 for the API and the WebSocket
-/// upgrade, then an `EngineIOHandler` per socket.
+/// upgrade, then a `WebSocketTransport` per socket, or Engine.IO long-polling (`PollingEndpoint`).
 public final class RelayServer: Sendable {
     public let context: RelayContext
     public let group: MultiThreadedEventLoopGroup
@@ -116,7 +116,9 @@ public final class RelayServer: Sendable {
                 let path = query.path
                 let originOK = origins.allows(origin: head.headers.first(name: "origin"), host: head.headers.first(name: "host"))
                 let isEcho = configuration.echoPath.map { $0 == path } ?? false
-                let isEngineIO = (path == "/socket.io/" || path == "/socket.io") && query["EIO"] == "4" && query["transport"] == "websocket"
+                // A `sid` upgrades a long-polling session of this node (and must name one).
+                let upgradesKnownSession = query["sid"].map { relay.pollingSessions.lookup($0) != nil } ?? true
+                let isEngineIO = (path == "/socket.io/" || path == "/socket.io") && query["EIO"] == "4" && query["transport"] == "websocket" && upgradesKnownSession
                 // RFC 6455 §4.2.1: a GET over HTTP/1.1 or later (HTTP/1.0 and POST upgrades are refused).
                 let wellFormed = UpgradeRequestRules.isAcceptable(head)
                 guard admitted, originOK, wellFormed, isEcho || isEngineIO else {
@@ -141,7 +143,8 @@ public final class RelayServer: Sendable {
                         let frameGuard = FrameSizeGuard(limit: configuration.maxConnectPayload)
                         let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
                         try channel.pipeline.syncOperations.addHandler(frameGuard, position: .before(decoder))
-                        try channel.pipeline.syncOperations.addHandler(EngineIOHandler(relay: relay, handshake: info, frameGuard: frameGuard))
+                        let probeOf = QueryString(uri: head.uri)["sid"].flatMap { relay.pollingSessions.lookup($0) }
+                        try channel.pipeline.syncOperations.addHandler(WebSocketTransport(relay: relay, handshake: info, frameGuard: frameGuard, probeOf: probeOf))
                     }
                 }
             })

@@ -80,7 +80,7 @@ final class Harness {
 
     func session(ip: String = "127.0.0.1") throws -> Session {
         let channel = EmbeddedChannel(loop: loop)
-        try channel.pipeline.syncOperations.addHandler(EngineIOHandler(relay: relay, handshake: HandshakeInfo(remoteIP: ip)))
+        try channel.pipeline.syncOperations.addHandler(WebSocketTransport(relay: relay, handshake: HandshakeInfo(remoteIP: ip)))
         return Session(channel: channel)
     }
 

@@ -17,6 +17,8 @@ public final class RelayContext: Sendable {
     public let logger: Logger
     /// Receipts each user may still write (across all of their sockets), per second.
     let receiptQuota: NIOLockedValueBox<KeyedRateLimiter>
+    /// This node's long-polling sessions by Engine.IO sid.
+    let pollingSessions = PollingSessions()
     private let nextID = NIOLockedValueBox<UInt64>(0)
 
     public convenience init(configuration: RelayConfiguration, hub: Hub, verifier: TokenVerifier, receipts: (any ReceiptStore)?, logger: Logger) {

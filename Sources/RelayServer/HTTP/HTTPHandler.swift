@@ -17,6 +17,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var head: HTTPRequestHead?
     private var body: ByteBuffer?
     private var tooLarge = false
+    private var bodyLimit = 0
     private var idleTimeout: Scheduled<Void>?
     /// A complete request held back while the client is not reading our answers: the next
     /// answer is only produced once the previous ones drained, so a client that pipelines
@@ -54,9 +55,13 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.head = head
             self.body = nil
             self.tooLarge = false
+            // Engine.IO polling bodies carry packets: the small pre-authentication limit, then
+            // maxPayload; API bodies their own limit.
+            self.bodyLimit = QueryString(uri: head.uri).path.hasPrefix("/socket.io")
+                ? PollingEndpoint.bodyLimit(for: head, relay: relay) : relay.configuration.maxHTTPBodyBytes
         case .body(var chunk):
             guard !tooLarge else { return }
-            if (body?.readableBytes ?? 0) + chunk.readableBytes > relay.configuration.maxHTTPBodyBytes {
+            if (body?.readableBytes ?? 0) + chunk.readableBytes > bodyLimit {
                 tooLarge = true
                 body = nil
                 return
@@ -72,7 +77,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.head = nil
             idleTimeout?.cancel()
             if tooLarge {
-                let response = HTTPResponse.error(.payloadTooLarge, code: "payload_too_large", message: "request body exceeds \(relay.configuration.maxHTTPBodyBytes) bytes")
+                let response = HTTPResponse.error(.payloadTooLarge, code: "payload_too_large", message: "request body exceeds \(bodyLimit) bytes")
                 write(response, keepAlive: false, context: context)
                 return
             }

@@ -13,6 +13,9 @@ struct HTTPRouter: Sendable {
             guard authorized(request, key: relay.configuration.adminKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
             return AdminAPI(relay: relay).handle(request, query: query, on: eventLoop)
         }
+        if query.path == "/socket.io/" || query.path == "/socket.io", query["EIO"] == "4", query["transport"] == "polling" {
+            return PollingEndpoint(relay: relay).handle(request, query: query, on: eventLoop)
+        }
         switch (request.method, query.path) {
         case (.GET, "/api/v1/receipts"):
             guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
@@ -62,7 +65,10 @@ struct HTTPRouter: Sendable {
             return .error(.badRequest, code: "unsupported_protocol_version", message: "only Engine.IO v4 (EIO=4) is served")
         }
         if query["transport"] != "websocket" {
-            return .error(.badRequest, code: "transport_unsupported", message: "only transport=websocket is served; configure the client for WebSocket only")
+            return .error(.badRequest, code: "transport_unsupported", message: "transport must be polling or websocket")
+        }
+        if let sid = query["sid"], relay.pollingSessions.lookup(sid) == nil {
+            return PollingEndpoint.engineError(.sessionUnknown)
         }
         if !request.admitted {
             return .error(.serviceUnavailable, code: "too_many_connections", message: "connection limit reached")

@@ -6,7 +6,7 @@ import XCTest
 
 @testable import RelayServer
 
-final class EngineIOHandlerTests: XCTestCase {
+final class WebSocketTransportTests: XCTestCase {
     func testOpenPacketCarriesConfiguredHeartbeatAndLimits() throws {
         let h = Harness { $0.pingIntervalMs = 1000; $0.pingTimeoutMs = 500; $0.maxPayload = 4096 }
         let s = try h.session()

@@ -4,7 +4,7 @@ import RelayCore
 
 /// What the session asks of the server: authentication, then typed client events executed
 /// against the `Hub` (routed by `ClientEvent`, never by matching names again).
-extension EngineIOHandler {
+extension SocketSession {
     // MARK: CONNECT
 
     /// Verifies the token (after the per-IP failed-authentication budget), registers the
@@ -17,7 +17,7 @@ extension EngineIOHandler {
             perform(session.connectFinished(.failure(RelayError(.authRateLimited)), now: now))
             return
         }
-        guard let eventLoop = context?.eventLoop else { return }
+        let eventLoop = self.eventLoop
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
         relay.authenticate(token, eventLoop).whenSuccess { result in
             handler.value.authenticationCompleted(result)
@@ -122,8 +122,8 @@ extension EngineIOHandler {
 
     /// Sends the ack when `reply` completes (on this connection's loop).
     func ackLater(_ reply: EventLoopFuture<JSONValue>, ackID: Int64?, event: String) {
-        guard let ackID, let context else { return }
-        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        guard let ackID else { return }
+        let handler = NIOLoopBound(self, eventLoop: eventLoop)
         reply.whenComplete { result in
             let h = handler.value
             switch result {

@@ -2,10 +2,10 @@ import NIOCore
 import RelayCore
 import RelayStore
 
-extension EngineIOHandler {
+extension SocketSession {
     /// `message:delivered` / `message:read`: stored, acked after commit, then forwarded.
     func record(_ receipt: NewReceipt, ackID: Int64?, user: AuthenticatedUser) throws(RelayError) {
-        guard let store = relay.receipts, let context else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
+        guard let store = relay.receipts else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
         guard hub.isMember(room: receipt.room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(receipt.room) first") }
         // Quotas bound the writer's queue: per connection (receipts awaiting commit) and per
         // user across all of their sockets.
@@ -19,9 +19,9 @@ extension EngineIOHandler {
             throw RelayError(.rateLimited, "receipt quota of \(Int(configuration.receiptsPerUser.perSecond))/s per user spent")
         }
         pendingReceipts += 1
-        let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let loop = NIOLoopBound(self, eventLoop: eventLoop)
         let event = receipt.kind.eventName
-        store.record(receipt, on: context.eventLoop).whenComplete { result in
+        store.record(receipt, on: eventLoop).whenComplete { result in
             loop.value.receiptRecorded(result, ackID: ackID, event: event)
         }
     }
@@ -29,9 +29,9 @@ extension EngineIOHandler {
     /// `receipt:sync`: receipts on the caller's messages after a cursor, only of rooms its
     /// token allows (the author id is the sender's claim).
     func sync(since: Int64, limit: Int, ackID: Int64?, user: AuthenticatedUser) throws(RelayError) {
-        guard let store = relay.receipts, let context else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
-        let loop = NIOLoopBound(self, eventLoop: context.eventLoop)
-        store.sync(authorID: user.userID, since: since, limit: limit, on: context.eventLoop).whenComplete { result in
+        guard let store = relay.receipts else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
+        let loop = NIOLoopBound(self, eventLoop: eventLoop)
+        store.sync(authorID: user.userID, since: since, limit: limit, on: eventLoop).whenComplete { result in
             let handler = loop.value
             switch result {
             case .success(let receipts):

@@ -1,0 +1,271 @@
+import Logging
+import NIOCore
+import RelayCore
+
+/// One client socket as the hub sees it, whatever carries it: drives an `EngineSession`
+/// (RelayCore) — feeds it packets and time, carries out its actions — and executes its typed
+/// client events against the `Hub` (`SocketSession+Events`, `+Receipts`).
+///
+/// It lives on one event loop, its *home*: the loop of the WebSocket that opened it, or of the
+/// long-polling handshake. Every method is called there. The transport (`SessionTransport`)
+/// is a WebSocket or the polling buffer, and changes once when a polling session upgrades.
+final class SocketSession: ConnectionSink {
+    let connectionID: ConnectionID
+    let relay: RelayContext
+    let handshake: HandshakeInfo
+    let eventLoop: any EventLoop
+    let shard: LoopShard?
+    var session: EngineSession
+    /// The current transport; `nil` once the session ended.
+    var transport: (any SessionTransport)?
+    /// The WebSocket being probed to replace the polling transport.
+    var probe: (any SessionTransport)?
+    /// The user this connection registered with the hub as (set once CONNECT succeeded).
+    var registeredUser: AuthenticatedUser?
+    /// Receipts of this connection waiting for their commit.
+    var pendingReceipts = 0
+    /// Called once when the session ended (the polling registry forgets it).
+    var onEnd: (() -> Void)?
+    /// Called once when CONNECT succeeded (polling requests may then be larger).
+    var onAuthenticated: (() -> Void)?
+    private var timer: Scheduled<Void>?
+    private var timerDeadline: Int64?
+    private var flushScheduled = false
+    private(set) var closing = false
+    private var ended = false
+    /// Why the session ends (metrics and the disconnect log line).
+    private var closeReason: String?
+
+    var configuration: RelayConfiguration { relay.configuration }
+    var hub: Hub { relay.hub }
+    /// The Socket.IO socket id (admin API, logs).
+    var sid: String { session.socketSID }
+    var isClosing: Bool { closing }
+    private let allocator = ByteBufferAllocator()
+
+    init(relay: RelayContext, handshake: HandshakeInfo, transport: EngineSession.Transport, eventLoop: any EventLoop) {
+        self.relay = relay
+        self.handshake = handshake
+        self.eventLoop = eventLoop
+        self.connectionID = relay.makeConnectionID()
+        self.shard = relay.hub.shard(for: eventLoop)
+        self.session = EngineSession(
+            configuration: relay.configuration.sessionConfiguration, transport: transport, engineSID: SessionID.make(), socketSID: SessionID.make(),
+            fallbackToken: handshake.queryToken ?? handshake.bearerToken, now: relay.hub.clock.monotonicMs())
+    }
+
+    /// Opens the session on `transport`: the open packet, the timers.
+    func start(on transport: any SessionTransport) {
+        self.transport = transport
+        perform(session.start(now: hub.clock.monotonicMs()))
+    }
+
+    // MARK: From the transport
+
+    /// One whole Engine.IO text packet.
+    func receive(_ bytes: ArraySlice<UInt8>, from: EngineSession.Transport) {
+        let clock = hub.clock
+        perform(session.receive(bytes, from: from, now: clock.monotonicMs(), wallMs: clock.wallMs()))
+    }
+
+    /// The transport identified by `id` is gone (the socket closed, the poller was told to go).
+    func transportClosed(_ id: ObjectIdentifier) {
+        if let probe, ObjectIdentifier(probe) == id {
+            self.probe = nil
+            session.probeClosed()
+            return
+        }
+        guard let transport, ObjectIdentifier(transport) == id else { return }
+        end(reason: "closed")
+    }
+
+    /// The transport identified by `id` broke a rule or its peer closed: a probe is dropped,
+    /// the session's own transport ends the session with `code`.
+    func transportFailed(_ id: ObjectIdentifier, code: UInt16, reason: String) {
+        if let probe, ObjectIdentifier(probe) == id {
+            self.probe = nil
+            session.probeClosed()
+            probe.close(code: code, reason: reason)
+            return
+        }
+        guard let transport, ObjectIdentifier(transport) == id else { return }
+        close(code: code, reason: reason)
+    }
+
+    /// A WebSocket opened for this polling session (`sid` in its URL).
+    func probeOpened(_ websocket: any SessionTransport) {
+        let actions = session.probeOpened(now: hub.clock.monotonicMs())
+        if actions.isEmpty && !closing {
+            probe = websocket
+            armTimer()
+        } else {
+            websocket.close(code: CloseCode.protocolError, reason: "no upgrade possible")
+        }
+    }
+
+    // MARK: Session actions
+
+    /// Carries out the session's actions in order, then flushes and re-arms the timer.
+    func perform(_ actions: [EngineSession.Action]) {
+        for action in actions {
+            switch action {
+            case .send(let bytes): sendText(bytes)
+            case .sendProbe(let bytes):
+                probe?.send(OutboundMessage(bytes: buffer(bytes)))
+                probe?.flush()
+            case .releasePoll: (transport as? PollingTransport)?.releasePendingPoll()
+            case .upgraded: upgrade()
+            case .abortProbe(let reason):
+                probe?.close(code: CloseCode.protocolError, reason: reason)
+                probe = nil
+            case .authenticate(let token): authenticate(token)
+            case .handle(let event, let ackID, let user): handle(event, ackID: ackID, user: user)
+            case .close(let code, let reason): closeTransport(code: code, reason: reason)
+            case .received(let name): hub.metrics.eventIn(name)
+            case .rateLimited(let rateClass): hub.metrics.rateLimit(rateClass)
+            }
+        }
+        flushOutbound()
+        armTimer()
+    }
+
+    /// The probed WebSocket becomes the transport; what polling still holds goes first.
+    private func upgrade() {
+        guard let websocket = probe else { return }
+        probe = nil
+        let old = transport
+        transport = websocket
+        if let polling = old as? PollingTransport {
+            for message in polling.takeUnsent() { websocket.send(message) }
+            polling.closeForUpgrade()
+        }
+        if registeredUser != nil { websocket.authenticated() }
+        websocket.flush()
+    }
+
+    /// One timer for the session's next deadline (heartbeat, pong, CONNECT, upgrade).
+    private func armTimer() {
+        guard !closing else { return }
+        guard let deadline = session.nextDeadline else {
+            timer?.cancel()
+            timer = nil
+            timerDeadline = nil
+            return
+        }
+        if deadline == timerDeadline { return }
+        timer?.cancel()
+        timerDeadline = deadline
+        let delay = max(0, deadline - hub.clock.monotonicMs())
+        timer = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) { [weak self] in
+            guard let self else { return }
+            self.timerDeadline = nil
+            self.perform(self.session.tick(now: self.hub.clock.monotonicMs()))
+        }
+    }
+
+    /// The socket authenticated: its transport lifts the pre-authentication limits.
+    func authenticated() {
+        transport?.authenticated()
+        onAuthenticated?()
+        onAuthenticated = nil
+    }
+
+    // MARK: Outbound
+
+    private func buffer(_ bytes: [UInt8]) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: bytes.count)
+        buffer.writeBytes(bytes)
+        return buffer
+    }
+
+    /// Writes an Engine.IO text packet that is not shared with other sockets.
+    func sendText(_ bytes: [UInt8]) {
+        enqueue(OutboundMessage(bytes: buffer(bytes)))
+    }
+
+    func enqueue(_ message: OutboundMessage) {
+        guard !closing else { return }
+        transport?.send(message)
+    }
+
+    func flushOutbound() {
+        transport?.flush()
+    }
+
+    /// Flushes once after the tasks already queued on this loop: acks completed together (a
+    /// committed receipt batch) leave in one write instead of one syscall each.
+    func flushSoon() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        eventLoop.assumeIsolated().execute { [weak self] in
+            guard let self else { return }
+            self.flushScheduled = false
+            self.flushOutbound()
+        }
+    }
+
+    func mayAccess(room: String) -> Bool {
+        registeredUser?.rooms.allows(room) ?? false
+    }
+
+    /// Engine.IO `1` (close) then WebSocket 1001: clients reconnect with their own backoff.
+    func goAway() {
+        guard !closing else { return }
+        perform(session.goAway())
+    }
+
+    /// Ends the session with `code` (a hub or transport decision: kick, slow consumer, a broken
+    /// frame).
+    func close(code: UInt16, reason: String) {
+        guard !closing else { return }
+        perform(session.close(code: code, reason: reason))
+    }
+
+    private func closeTransport(code: UInt16, reason: String) {
+        guard !closing else { return }
+        closing = true
+        closeReason = Self.reason(for: code)
+        timer?.cancel()
+        timer = nil
+        probe?.close(code: CloseCode.goingAway, reason: "session closed")
+        probe = nil
+        transport?.flush()
+        transport?.close(code: code, reason: reason)
+    }
+
+    /// Leaves the hub (rooms, presence, typing, live shares) once the transport is gone.
+    private func end(reason: String) {
+        guard !ended else { return }
+        ended = true
+        closing = true
+        timer?.cancel()
+        timer = nil
+        _ = session.close(code: CloseCode.normal, reason: reason)
+        transport = nil
+        probe?.close(code: CloseCode.goingAway, reason: "session closed")
+        probe = nil
+        let why = closeReason ?? "closed"
+        hub.metrics.disconnect(reason: why)
+        if let user = registeredUser, let shard {
+            hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil)
+            relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why)"])
+        }
+        onEnd?()
+        onEnd = nil
+    }
+
+    static func reason(for code: UInt16) -> String {
+        switch code {
+        case CloseCode.normal: return "client"
+        case CloseCode.goingAway: return "shutdown"
+        case CloseCode.pingTimeout: return "ping_timeout"
+        case CloseCode.connectTimeout: return "connect_timeout"
+        case CloseCode.authenticationFailed: return "auth_failed"
+        case CloseCode.kicked: return "kicked"
+        case CloseCode.policyViolation: return "policy_violation"
+        case CloseCode.slowConsumer: return "slow_consumer"
+        case CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayloadData, CloseCode.messageTooBig: return "protocol_error"
+        default: return "closed"
+        }
+    }
+}

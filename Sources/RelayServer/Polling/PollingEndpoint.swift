@@ -1,0 +1,136 @@
+import Atomics
+import NIOCore
+import NIOHTTP1
+import RelayCore
+
+/// Engine.IO v4 HTTP long-polling: `GET`/`POST /socket.io/?EIO=4&transport=polling[&sid=…]`.
+///
+/// The handshake (`GET` without `sid`) opens a `SocketSession` on the request's loop with a
+/// `PollingTransport` and answers the open packet; later requests hop to the session's loop: a
+/// `GET` takes (or waits for) what the session sent, a `POST` carries packets joined by `\x1e`.
+/// Browsers get CORS answers for the origins the Origin policy admits.
+struct PollingEndpoint {
+    let relay: RelayContext
+
+    /// Engine.IO's own error answers (HTTP 400 with `{"code","message"}`).
+    enum EngineError: Int {
+        case transportUnknown = 0
+        case sessionUnknown = 1
+        case badHandshakeMethod = 2
+        case badRequest = 3
+        case forbidden = 4
+        case unsupportedProtocolVersion = 5
+
+        var message: String {
+            switch self {
+            case .transportUnknown: return "Transport unknown"
+            case .sessionUnknown: return "Session ID unknown"
+            case .badHandshakeMethod: return "Bad handshake method"
+            case .badRequest: return "Bad request"
+            case .forbidden: return "Forbidden"
+            case .unsupportedProtocolVersion: return "Unsupported protocol version"
+            }
+        }
+    }
+
+    static func engineError(_ error: EngineError, status: HTTPResponseStatus = .badRequest) -> HTTPResponse {
+        .json(status, .object([("code", .int(Int64(error.rawValue))), ("message", .string(error.message))]))
+    }
+
+    /// The body limit of a polling `POST` (checked while the body arrives): the small
+    /// pre-authentication limit until the session's CONNECT succeeded.
+    static func bodyLimit(for head: HTTPRequestHead, relay: RelayContext) -> Int {
+        let query = QueryString(uri: head.uri)
+        guard let sid = query["sid"], let handle = relay.pollingSessions.lookup(sid) else { return relay.configuration.maxConnectPayload }
+        return handle.authenticated.load(ordering: .relaxed) ? relay.configuration.maxPayload : relay.configuration.maxConnectPayload
+    }
+
+    func handle(_ request: HTTPRequest, query: QueryString, on loop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
+        let origin = request.head.headers.first(name: "origin")
+        if let origin, !OriginPolicy(allowed: relay.configuration.allowedOrigins).allows(origin: origin, host: request.head.headers.first(name: "host")) {
+            return loop.makeSucceededFuture(.error(.forbidden, code: "origin_not_allowed", message: "origin \(origin) is not allowed"))
+        }
+        let answer = respond(request, query: query, on: loop)
+        guard let origin else { return answer }
+        // CORS for an admitted browser origin, with credentials (cookies of sticky balancers).
+        return answer.map { response in
+            var r = response
+            r.extraHeaders += [("access-control-allow-origin", origin), ("access-control-allow-credentials", "true"), ("vary", "Origin")]
+            return r
+        }
+    }
+
+    private func respond(_ request: HTTPRequest, query: QueryString, on loop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
+        switch request.method {
+        case .OPTIONS:
+            var r = HTTPResponse(status: .noContent, contentType: "text/plain", body: [])
+            r.extraHeaders += [("access-control-allow-methods", "GET, POST, OPTIONS"), ("access-control-allow-headers", "content-type, authorization"), ("access-control-max-age", "600")]
+            return loop.makeSucceededFuture(r)
+        case .GET, .POST:
+            break
+        default:
+            return loop.makeSucceededFuture(Self.engineError(.badHandshakeMethod))
+        }
+        guard let sid = query["sid"] else {
+            guard request.method == .GET else { return loop.makeSucceededFuture(Self.engineError(.badHandshakeMethod)) }
+            return handshake(request, query: query, on: loop)
+        }
+        guard let handle = relay.pollingSessions.lookup(sid) else { return loop.makeSucceededFuture(Self.engineError(.sessionUnknown)) }
+        let promise = loop.makePromise(of: HTTPResponse.self)
+        if request.method == .GET {
+            handle.loop.execute { handle.transport.value.poll(promise) }
+        } else {
+            let body = request.body
+            handle.loop.execute {
+                let session = handle.session.value
+                guard !handle.transport.value.closed else {
+                    promise.succeed(Self.engineError(.sessionUnknown))
+                    return
+                }
+                for packet in body.split(separator: PollingTransport.separator, omittingEmptySubsequences: false) {
+                    if session.isClosing { break }
+                    session.receive(packet, from: .polling)
+                }
+                promise.succeed(.text(.ok, "ok", contentType: "text/html"))
+            }
+        }
+        return promise.futureResult
+    }
+
+    /// `GET` without `sid`: a new session on this loop, answered with its open packet.
+    private func handshake(_ request: HTTPRequest, query: QueryString, on loop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
+        // A polling session counts against the connection limits like a socket.
+        let admission = relay.admission
+        let ip = request.remoteIP
+        guard admission.open(ip: ip) else {
+            admission.close(ip: ip)
+            return loop.makeSucceededFuture(.error(.serviceUnavailable, code: "too_many_connections", message: "connection limit reached"))
+        }
+        let info = HandshakeInfo(remoteIP: ip, queryToken: query["token"], bearerToken: BearerToken.from(request.head.headers))
+        let session = SocketSession(relay: relay, handshake: info, transport: .polling, eventLoop: loop)
+        let c = relay.configuration
+        let transport = PollingTransport(eventLoop: loop, hardLimitBytes: c.outboundHardLimitBytes, holdMs: Int64(c.pingIntervalMs + c.pingTimeoutMs))
+        let handle = PollingSessions.Handle(
+            session: NIOLoopBound(session, eventLoop: loop), transport: NIOLoopBound(transport, eventLoop: loop), loop: loop,
+            authenticated: ManagedAtomic(false))
+        let sessions = relay.pollingSessions
+        let engineSID = session.session.engineSID
+        sessions.insert(engineSID, handle)
+        var released = false
+        transport.onViolation = { [weak session] code, reason in session?.close(code: code, reason: reason) }
+        transport.onClosed = { [weak session, weak transport] in
+            // The polling slot is released when polling ends (closed, or upgraded).
+            if !released {
+                released = true
+                admission.close(ip: ip)
+            }
+            if let session, let transport { session.transportClosed(ObjectIdentifier(transport)) }
+        }
+        session.onEnd = { sessions.remove(engineSID) }
+        session.onAuthenticated = { handle.authenticated.store(true, ordering: .relaxed) }
+        session.start(on: transport)
+        let promise = loop.makePromise(of: HTTPResponse.self)
+        transport.poll(promise)
+        return promise.futureResult
+    }
+}

@@ -1,0 +1,28 @@
+import Atomics
+import NIOConcurrencyHelpers
+import NIOCore
+import RelayCore
+
+/// Every long-polling session of this node by Engine.IO `sid`, so that each request (and the
+/// WebSocket that upgrades it) finds its session, whatever loop the request arrived on.
+/// Touched once per request, never per delivered event.
+final class PollingSessions: Sendable {
+    /// A session and the loop it lives on; any thread may hold one, only that loop opens it.
+    struct Handle: Sendable {
+        let session: NIOLoopBound<SocketSession>
+        let transport: NIOLoopBound<PollingTransport>
+        let loop: any EventLoop
+        /// CONNECT succeeded: requests may carry up to `maxPayload` (else the small
+        /// pre-authentication limit). Set on the session's loop, read by any request.
+        let authenticated: ManagedAtomic<Bool>
+    }
+
+    private let table = NIOLockedValueBox<[String: Handle]>([:])
+
+    init() {}
+
+    func insert(_ sid: String, _ handle: Handle) { table.withLockedValue { $0[sid] = handle } }
+    func remove(_ sid: String) { table.withLockedValue { _ = $0.removeValue(forKey: sid) } }
+    func lookup(_ sid: String) -> Handle? { table.withLockedValue { $0[sid] } }
+    var count: Int { table.withLockedValue { $0.count } }
+}

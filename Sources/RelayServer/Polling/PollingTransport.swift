@@ -1,0 +1,147 @@
+import NIOCore
+import RelayCore
+
+/// A session's Engine.IO long-polling transport, on the session's loop: packets wait in a
+/// bounded buffer until a `GET` takes them (joined by `\x1e`), a `GET` with nothing to take is
+/// held until there is (at the latest the next ping), and a second `GET` while one is held is a
+/// protocol error.
+final class PollingTransport: SessionTransport {
+    /// A held `GET`: its answer completes on the request's own loop.
+    private var pending: EventLoopPromise<HTTPResponse>?
+    private var pendingTimeout: Scheduled<Void>?
+    private var buffer: [OutboundMessage] = []
+    private var bufferedBytes = 0
+    /// An upgrade is under way: every `GET` is answered with `noop` at once.
+    private var releasing = false
+    private(set) var closed = false
+    /// The close packet still owed to the client (the session ended while no `GET` was held).
+    private var owesClose = false
+    private let eventLoop: any EventLoop
+    private let hardLimitBytes: Int
+    private let holdMs: Int64
+    /// The buffer passed its bound, or the client polled twice at once: the owner closes.
+    var onViolation: ((UInt16, String) -> Void)?
+    /// The transport ended (the session closed, or the WebSocket took over).
+    var onClosed: (() -> Void)?
+
+    static let separator: UInt8 = 0x1E
+
+    init(eventLoop: any EventLoop, hardLimitBytes: Int, holdMs: Int64) {
+        self.eventLoop = eventLoop
+        self.hardLimitBytes = hardLimitBytes
+        self.holdMs = holdMs
+    }
+
+    // MARK: SessionTransport
+
+    func send(_ message: OutboundMessage) {
+        guard !closed else { return }
+        buffer.append(message)
+        bufferedBytes += message.bytes.readableBytes + 1
+        // A poller that does not come back cannot make the buffer grow without bound.
+        if bufferedBytes > hardLimitBytes { onViolation?(CloseCode.slowConsumer, "slow consumer") }
+    }
+
+    func flush() {
+        guard let promise = pending, !buffer.isEmpty else { return }
+        answer(promise, with: takeBody())
+    }
+
+    /// Ends polling: the held `GET` (or the next one) gets Engine.IO `1` after what is buffered.
+    func close(code: UInt16, reason: String) {
+        guard !closed else { return }
+        closed = true
+        if let promise = pending { answer(promise, with: closeBody()) } else { owesClose = true }
+        onClosed?()
+    }
+
+    /// The WebSocket took over: the held `GET` gets a noop; later ones are refused.
+    func closeForUpgrade() {
+        guard !closed else { return }
+        closed = true
+        if let promise = pending { answer(promise, with: [UInt8(ascii: "6")]) }
+        onClosed?()
+    }
+
+    func authenticated() {}
+
+    // MARK: Requests
+
+    /// A `GET`: answered now when there is something to take, else held.
+    func poll(_ promise: EventLoopPromise<HTTPResponse>) {
+        if closed {
+            if owesClose {
+                owesClose = false
+                promise.succeed(Self.body(closeBody()))
+            } else {
+                promise.succeed(PollingEndpoint.engineError(.sessionUnknown))
+            }
+            return
+        }
+        if pending != nil {
+            // Two GETs at once: the client broke the protocol.
+            promise.succeed(PollingEndpoint.engineError(.badRequest))
+            onViolation?(CloseCode.protocolError, "concurrent polls")
+            return
+        }
+        if releasing {
+            promise.succeed(Self.body([UInt8(ascii: "6")]))
+            return
+        }
+        if !buffer.isEmpty {
+            answer(promise, with: takeBody())
+            return
+        }
+        pending = promise
+        // Held at most until the next ping; this bound only matters if the session's timers
+        // were to stop.
+        pendingTimeout = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(holdMs)) { [weak self] in
+            guard let self, let promise = self.pending else { return }
+            self.answer(promise, with: [UInt8(ascii: "6")])
+        }
+    }
+
+    /// An upgrade probe answered `3probe`: release the held `GET` with a noop, and every later one.
+    func releasePendingPoll() {
+        releasing = true
+        if let promise = pending { answer(promise, with: [UInt8(ascii: "6")]) }
+    }
+
+    /// What was sent but not yet polled, for the WebSocket that takes over.
+    func takeUnsent() -> [OutboundMessage] {
+        let out = buffer
+        buffer.removeAll()
+        bufferedBytes = 0
+        return out
+    }
+
+    private func answer(_ promise: EventLoopPromise<HTTPResponse>, with body: [UInt8]) {
+        pending = nil
+        pendingTimeout?.cancel()
+        pendingTimeout = nil
+        promise.succeed(Self.body(body))
+    }
+
+    private func takeBody() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bufferedBytes)
+        for (i, message) in buffer.enumerated() {
+            if i > 0 { out.append(Self.separator) }
+            out.append(contentsOf: message.bytes.readableBytesView)
+        }
+        buffer.removeAll(keepingCapacity: true)
+        bufferedBytes = 0
+        return out
+    }
+
+    private func closeBody() -> [UInt8] {
+        var body = takeBody()
+        if !body.isEmpty { body.append(Self.separator) }
+        body.append(UInt8(ascii: "1"))
+        return body
+    }
+
+    static func body(_ bytes: [UInt8]) -> HTTPResponse {
+        HTTPResponse(status: .ok, contentType: "text/plain; charset=UTF-8", body: bytes)
+    }
+}
