@@ -147,8 +147,11 @@ final class ProxyProtocolHandlerTests: XCTestCase {
         let second = try httpChannel(harness, peer: "127.0.0.1")
         try write(second, request("/socket.io/?EIO=4&transport=websocket", forwardedFor: "198.51.100.2"))
         XCTAssertEqual(try responseStatus(second), "HTTP/1.1 503 Service Unavailable")
-        try write(second, request("/socket.io/?EIO=4&transport=websocket", forwardedFor: "198.51.100.3"))
-        XCTAssertEqual(try responseStatus(second), "HTTP/1.1 400 Bad Request", "admitted: only the missing upgrade is wrong")
+        harness.loop.run()
+        XCTAssertFalse(second.isActive, "a connection over a limit is not kept alive")
+        let third = try httpChannel(harness, peer: "127.0.0.1")
+        try write(third, request("/socket.io/?EIO=4&transport=websocket", forwardedFor: "198.51.100.3"))
+        XCTAssertEqual(try responseStatus(third), "HTTP/1.1 400 Bad Request", "admitted: only the missing upgrade is wrong")
 
         // An untrusted peer's header is ignored: it is counted as itself.
         let direct = try httpChannel(harness, peer: "203.0.113.9")
@@ -158,7 +161,7 @@ final class ProxyProtocolHandlerTests: XCTestCase {
         XCTAssertEqual(admission.connections(ip: "198.51.100.9"), 0)
         XCTAssertEqual(admission.connections(ip: "203.0.113.9"), 1)
 
-        for channel in [proxy, second, direct] { try channel.close().wait() }
+        for channel in [proxy, third, direct] { try channel.close().wait() }
         harness.loop.run()  // closeFuture callbacks
         XCTAssertEqual(admission.openConnections, 0)
         for ip in ["127.0.0.1", "198.51.100.2", "198.51.100.3", "203.0.113.9"] {

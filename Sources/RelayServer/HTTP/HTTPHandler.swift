@@ -80,10 +80,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             let (remoteIP, admitted) = client.resolve(head)
             let request = HTTPRequest(head: head, body: body.map { Array($0.readableBytesView) } ?? [], remoteIP: remoteIP, admitted: admitted)
             body = nil
+            // A connection over a limit is not kept: it would go on holding its client's slot.
+            let keepAlive = head.isKeepAlive && admitted
             if context.channel.isWritable {
-                respond(to: request, keepAlive: head.isKeepAlive, context: context)
+                respond(to: request, keepAlive: keepAlive, context: context)
             } else {
-                parked = (request, head.isKeepAlive)
+                parked = (request, keepAlive)
                 // A client that never reads is closed like an idle one.
                 armIdleTimeout(context: context)
             }
