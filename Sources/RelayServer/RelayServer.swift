@@ -75,6 +75,20 @@ public final class RelayServer: Sendable {
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // With PROXY protocol the header comes first, before TLS; the rest of the
+                    // pipeline is set up once it names the client.
+                    if configuration.proxyProtocol {
+                        try channel.pipeline.syncOperations.addHandler(ProxyProtocolHandler(
+                            trusted: configuration.trustedProxies, timeout: .milliseconds(Int64(configuration.handshakeTimeoutMs)),
+                            logger: relay.logger
+                        ) { channel, client in
+                            if let tls {
+                                try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                            }
+                            try Self.configure(channel: channel, relay: relay, connectionAddress: client)
+                        })
+                        return
+                    }
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
@@ -100,18 +114,25 @@ public final class RelayServer: Sendable {
         return try NIOSSLContext(configuration: tls)
     }
 
-    static func configure(channel: any Channel, relay: RelayContext) throws {
-        let ip = channel.remoteAddress?.ipAddress ?? "unknown"
-        let admitted = relay.admission.open(ip: ip)
-        channel.closeFuture.whenComplete { _ in relay.admission.close(ip: ip) }
+    /// The HTTP pipeline of one connection. `connectionAddress` is the client a PROXY header
+    /// declared; by default the TCP peer. Admission (per-IP and total caps) and the client
+    /// address of every request follow `ConnectionAdmission`.
+    static func configure(channel: any Channel, relay: RelayContext, connectionAddress: IPAddress? = nil) throws {
+        let client = NIOLoopBound(
+            ConnectionAdmission(
+                admission: relay.admission, trusted: relay.configuration.trustedProxies,
+                connectionAddress: connectionAddress ?? ConnectionAdmission.peerAddress(of: channel)),
+            eventLoop: channel.eventLoop)
+        channel.closeFuture.whenComplete { _ in client.value.release() }
         let origins = OriginPolicy(allowed: relay.configuration.allowedOrigins)
-        let httpHandler = HTTPHandler(relay: relay, router: HTTPRouter(relay: relay), admitted: admitted)
+        let httpHandler = HTTPHandler(relay: relay, router: HTTPRouter(relay: relay), client: client.value)
         let boundHTTPHandler = NIOLoopBound(httpHandler, eventLoop: channel.eventLoop)
         let configuration = relay.configuration
         let upgrader = NIOWebSocketServerUpgrader(
             maxFrameSize: configuration.maxPayload,
             automaticErrorHandling: false,
             shouldUpgrade: { channel, head in
+                let admitted = client.value.resolve(head).admitted
                 let query = QueryString(uri: head.uri)
                 let path = query.path
                 let originOK = origins.allows(origin: head.headers.first(name: "origin"), host: head.headers.first(name: "host"))
@@ -131,7 +152,7 @@ public final class RelayServer: Sendable {
                 return channel.eventLoop.makeSucceededFuture(headers)
             },
             upgradePipelineHandler: { channel, head in
-                let info = HandshakeInfo(request: head, remoteIP: ip, deflateEnabled: configuration.deflateEnabled)
+                let info = HandshakeInfo(request: head, remoteIP: client.value.resolve(head).ip, deflateEnabled: configuration.deflateEnabled)
                 let path = QueryString(uri: head.uri).path
                 return channel.eventLoop.makeCompletedFuture {
                     if let echo = configuration.echoPath, echo == path {

@@ -35,6 +35,8 @@ struct SettingsOptions: ParsableArguments {
     @Option(name: .customLong("max-connections"), help: "Default 100000.") var maxConnections: Int?
     @Option(name: .customLong("max-connections-per-user"), help: "Default 20.") var maxConnectionsPerUser: Int?
     @Option(name: .customLong("max-connections-per-ip"), help: "Default 1000.") var maxConnectionsPerIP: Int?
+    @Flag(name: .customLong("proxy-protocol"), help: "Every connection starts with a PROXY protocol header (v1 or v2) from a trusted proxy; others are closed.") var proxyProtocol = false
+    @Option(name: .customLong("trusted-proxies"), help: "Comma-separated IPs/CIDRs of load balancers whose PROXY header and X-Forwarded-For are believed (default: none).") var trustedProxies: String?
     @Option(name: .customLong("allowed-origins"), help: "Comma-separated Origins allowed to open sockets ('*': any). Empty: only clients that send no Origin.") var allowedOrigins: String?
     @Flag(name: .customLong("disable-custom-events"), help: "Refuse custom entity:action events.") var disableCustomEvents = false
     @Option(name: .customLong("typing-window-ms"), help: "Typing coalescing window, ms (default 100).") var typingWindowMs: Int?
@@ -68,6 +70,8 @@ struct SettingsOptions: ParsableArguments {
         put("max-rooms-per-connection", maxRoomsPerConnection); put("max-members-per-room", maxMembersPerRoom)
         put("max-connections", maxConnections); put("max-connections-per-user", maxConnectionsPerUser); put("max-connections-per-ip", maxConnectionsPerIP)
         put("allowed-origins", allowedOrigins)
+        if proxyProtocol { f["proxy-protocol"] = "true" }
+        put("trusted-proxies", trustedProxies)
         if disableCustomEvents { f["disable-custom-events"] = "true" }
         put("typing-window-ms", typingWindowMs); put("typing-expiry-ms", typingExpiryMs)
         put("tls-cert", tlsCert); put("tls-key", tlsKey)

@@ -30,6 +30,31 @@ final class ConfigurationLoaderTests: XCTestCase {
         XCTAssertEqual(try ConfigurationLoader.build(&r2).0.jwtLeewaySeconds, 5)
     }
 
+    func testTrustedProxiesAndProxyProtocol() throws {
+        let keys = ["jwt-secret": secret, "api-key": "0123456789abcdef", "admin-key": "0123456789abcdef"]
+        var r = ConfigurationLoader.resolve(flags: keys.merging(["proxy-protocol": "true"]) { a, _ in a }, environment: ["RELAY_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1,fd00::/8"], file: [:])
+        let c = try ConfigurationLoader.build(&r).0
+        XCTAssertTrue(c.proxyProtocol)
+        XCTAssertEqual(c.trustedProxies.ranges.map(\.description), ["10.0.0.0/8", "127.0.0.1", "fd00::/8"])
+        var defaults = ConfigurationLoader.resolve(flags: keys, environment: [:], file: [:])
+        let d = try ConfigurationLoader.build(&defaults).0
+        XCTAssertFalse(d.proxyProtocol)
+        XCTAssertTrue(d.trustedProxies.isEmpty)
+
+        var bad = ConfigurationLoader.resolve(flags: keys.merging(["trusted-proxies": "10.1.0.0/8,lb.internal,10.0.0.0/40"]) { a, _ in a }, environment: [:], file: [:])
+        XCTAssertThrowsError(try ConfigurationLoader.build(&bad)) { error in
+            let problems = (error as? ConfigurationLoader.ConfigError)?.problems ?? []
+            XCTAssertEqual(problems.count, 3, "\(problems)")
+            XCTAssertTrue(problems[0].contains("did you mean 10.0.0.0/8"), problems[0])
+            XCTAssertTrue(problems[1].contains("\"lb.internal\": not an IPv4 or IPv6 address"), problems[1])
+            XCTAssertTrue(problems[2].contains("0…32"), problems[2])
+        }
+        var lonely = ConfigurationLoader.resolve(flags: keys.merging(["proxy-protocol": "true"]) { a, _ in a }, environment: [:], file: [:])
+        XCTAssertThrowsError(try ConfigurationLoader.build(&lonely)) { error in
+            XCTAssertEqual((error as? ConfigurationLoader.ConfigError)?.problems.first?.hasPrefix("proxy-protocol: needs trusted-proxies"), true)
+        }
+    }
+
     func testSecretsAreRedactedWhenDescribed() throws {
         var r = ConfigurationLoader.resolve(flags: ["jwt-secret": secret, "api-key": "api-key-0123456789", "admin-key": "admin-key-0123456789"], environment: [:], file: [:])
         _ = try ConfigurationLoader.build(&r)

@@ -63,6 +63,8 @@ public enum ConfigurationLoader {
         Key(name: "max-connections", kind: .int, secret: false, defaultValue: "100000", help: "connections in total"),
         Key(name: "max-connections-per-user", kind: .int, secret: false, defaultValue: "20", help: "connections per user"),
         Key(name: "max-connections-per-ip", kind: .int, secret: false, defaultValue: "1000", help: "connections per client IP"),
+        Key(name: "proxy-protocol", kind: .bool, secret: false, defaultValue: "false", help: "every connection starts with a PROXY protocol header (v1 or v2) from a trusted proxy"),
+        Key(name: "trusted-proxies", kind: .list, secret: false, defaultValue: nil, help: "IPs/CIDRs of load balancers whose PROXY header and X-Forwarded-For are believed"),
         Key(name: "allowed-origins", kind: .list, secret: false, defaultValue: nil, help: "Origins allowed to open sockets ('*': any; empty: none)"),
         Key(name: "disable-custom-events", kind: .bool, secret: false, defaultValue: "false", help: "refuse custom events"),
         Key(name: "typing-window-ms", kind: .int, secret: false, defaultValue: "100", help: "typing coalescing window"),
@@ -218,6 +220,19 @@ public enum ConfigurationLoader {
         if let v = int("max-connections-per-user", min: 1) { c.maxConnectionsPerUser = v }
         if let v = int("max-connections-per-ip", min: 1) { c.maxConnectionsPerIP = v }
         c.allowedOrigins = list("allowed-origins")
+        var trusted: [IPAddressRange] = []
+        for entry in list("trusted-proxies") {
+            do throws(IPAddressRange.ParseError) {
+                trusted.append(try IPAddressRange(parsing: entry))
+            } catch {
+                problems.append("trusted-proxies: \(error)")
+            }
+        }
+        c.trustedProxies = TrustedProxies(trusted)
+        c.proxyProtocol = bool("proxy-protocol")
+        if c.proxyProtocol, list("trusted-proxies").isEmpty {
+            problems.append("proxy-protocol: needs trusted-proxies (the load balancers' addresses); without it every connection would be refused")
+        }
         c.customEventsEnabled = !bool("disable-custom-events")
         if let v = int("typing-window-ms", min: 1) { c.typingWindowMs = Int64(v) }
         if let v = int("typing-expiry-ms", min: 1) { c.typingExpiryMs = Int64(v) }

@@ -92,6 +92,15 @@ public struct RelayConfiguration: Sendable {
     /// Largest HTTP API request body.
     public var maxHTTPBodyBytes = 256 * 1024
 
+    // The client's address behind load balancers
+    /// Every connection must start with a PROXY protocol header (v1 or v2) sent by one of
+    /// `trustedProxies`; the client it declares is the connection's address. Connections
+    /// without one, or from any other peer, are closed.
+    public var proxyProtocol = false
+    /// The load balancers whose word about the client is believed: their PROXY header, and
+    /// their `X-Forwarded-For` (right-most untrusted entry). Empty: nobody's.
+    public var trustedProxies = TrustedProxies()
+
     // Cluster
     /// `redis://host:port`: join the other nodes on this Redis (nil: a single node).
     public var redisURL: String?

@@ -13,7 +13,8 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private let relay: RelayContext
     private let router: HTTPRouter
-    private let admitted: Bool
+    /// The connection's client and admission (re-checked per request behind a trusted proxy).
+    private let client: ConnectionAdmission
     private var head: HTTPRequestHead?
     private var body: ByteBuffer?
     private var tooLarge = false
@@ -24,10 +25,10 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// requests and never reads costs one response, not gigabytes.
     private var parked: (request: HTTPRequest, keepAlive: Bool)?
 
-    init(relay: RelayContext, router: HTTPRouter, admitted: Bool) {
+    init(relay: RelayContext, router: HTTPRouter, client: ConnectionAdmission) {
         self.relay = relay
         self.router = router
-        self.admitted = admitted
+        self.client = client
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -81,12 +82,15 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 write(response, keepAlive: false, context: context)
                 return
             }
-            let request = HTTPRequest(head: head, body: body.map { Array($0.readableBytesView) } ?? [], remoteIP: context.channel.remoteAddress?.ipAddress ?? "unknown", admitted: admitted)
+            let (remoteIP, admitted) = client.resolve(head)
+            let request = HTTPRequest(head: head, body: body.map { Array($0.readableBytesView) } ?? [], remoteIP: remoteIP, admitted: admitted)
             body = nil
+            // A connection over a limit is not kept: it would go on holding its client's slot.
+            let keepAlive = head.isKeepAlive && admitted
             if context.channel.isWritable {
-                respond(to: request, keepAlive: head.isKeepAlive, context: context)
+                respond(to: request, keepAlive: keepAlive, context: context)
             } else {
-                parked = (request, head.isKeepAlive)
+                parked = (request, keepAlive)
                 // A client that never reads is closed like an idle one.
                 armIdleTimeout(context: context)
             }
