@@ -169,6 +169,20 @@ public final class RelayServer: Sendable {
                     }
                 }
             })
+        // NIO's upgrade handler only looks at a connection's first request; clients that
+        // upgrade on a reused keep-alive connection (python-engineio's aiohttp pool does, after
+        // polling) get a fresh one after every answer.
+        httpHandler.makeUpgradeHandler = { pipeline in
+            let encoder = try pipeline.handler(type: HTTPResponseEncoder.self)
+            var extras: [RemovableChannelHandler] = [
+                try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self), try pipeline.handler(type: HTTPServerPipelineHandler.self),
+            ]
+            if let validator = try? pipeline.handler(type: NIOHTTPResponseHeadersValidator.self) { extras.append(validator) }
+            if let errors = try? pipeline.handler(type: HTTPServerProtocolErrorHandler.self) { extras.append(errors) }
+            return HTTPServerUpgradeHandler(upgraders: [upgrader], httpEncoder: encoder, extraHTTPHandlers: extras) { context in
+                context.pipeline.syncOperations.removeHandler(boundHTTPHandler.value, promise: nil)
+            }
+        }
         try channel.pipeline.syncOperations.configureHTTPServerPipeline(
             withPipeliningAssistance: true,
             withServerUpgrade: (

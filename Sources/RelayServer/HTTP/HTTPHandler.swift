@@ -25,6 +25,9 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// requests and never reads costs one response, not gigabytes.
     private var parked: (request: HTTPRequest, keepAlive: Bool)?
 
+    /// Makes a WebSocket upgrade handler for the next request of a keep-alive connection.
+    var makeUpgradeHandler: ((ChannelPipeline.SynchronousOperations) throws -> HTTPServerUpgradeHandler)?
+
     init(relay: RelayContext, router: HTTPRouter, client: ConnectionAdmission) {
         self.relay = relay
         self.router = router
@@ -137,12 +140,27 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         var buffer = context.channel.allocator.buffer(capacity: response.body.count)
         buffer.writeBytes(response.body)
         context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        // Before `.end` releases the next pipelined request: it may be an upgrade.
+        if keepAlive { rearmUpgrade(context: context) }
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         if keepAlive {
             armIdleTimeout(context: context)
         } else {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    /// Puts a WebSocket upgrade handler back in front of this one (NIO's removes itself after
+    /// a connection's first request that is not an upgrade).
+    private func rearmUpgrade(context: ChannelHandlerContext) {
+        guard let makeUpgradeHandler else { return }
+        let pipeline = context.pipeline.syncOperations
+        guard (try? pipeline.handler(type: HTTPServerUpgradeHandler.self)) == nil else { return }
+        do {
+            try pipeline.addHandler(try makeUpgradeHandler(pipeline), position: .before(self))
+        } catch {
+            relay.logger.debug("could not re-arm the upgrade handler", metadata: ["error": "\(error)"])
         }
     }
 
