@@ -84,12 +84,11 @@ async def test_binary_frame_is_closed_with_1003(relay):
 
 
 @async_test
-async def test_long_polling_is_refused(relay):
-    status, body = await http(relay, "GET", "/socket.io/?EIO=4&transport=polling", key=None)
-    assert status == 400
-    assert body["error"]["code"] == "transport_unsupported" and body["error"]["message"]
+async def test_unknown_transports_and_versions_are_refused(relay):
+    status, body = await http(relay, "GET", "/socket.io/?EIO=4&transport=flash", key=None)
+    assert status == 400 and body["error"]["code"] == "transport_unsupported" and body["error"]["message"]
     status, body = await http(relay, "POST", "/socket.io/?EIO=4&transport=polling&sid=abc", raw=b"40", key=None)
-    assert status == 400 and body["error"]["code"] == "transport_unsupported"
+    assert status == 400 and body == {"code": 1, "message": "Session ID unknown"}
     status, body = await http(relay, "GET", "/socket.io/?EIO=3&transport=polling", key=None)
     assert status == 400 and body["error"]["code"] == "unsupported_protocol_version"
 
