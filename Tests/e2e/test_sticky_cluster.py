@@ -271,8 +271,6 @@ class StubNode:
         node = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
             def _answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
@@ -282,6 +280,7 @@ class StubNode:
                 body = node.name.encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -290,7 +289,10 @@ class StubNode:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name=f"stub-{name}", daemon=True)
         self.thread.start()
@@ -352,7 +354,8 @@ async def polling_routes(balancer: Balancer, nodes: list[StubNode]) -> tuple[str
         finally:
             for n in nodes:
                 n.release()
-        later.insert(0, await held)
+            await asyncio.wait([held], timeout=TIMEOUT)  # never left running past the session
+        later.insert(0, held.result())
         return home, later
 
 
