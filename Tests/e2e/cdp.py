@@ -10,6 +10,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
+from collections import deque
 
 import aiohttp
 from websockets.asyncio.client import connect as ws_connect
@@ -32,6 +34,14 @@ class Browser:
         self.proc: subprocess.Popen | None = None
         self.profile = tempfile.mkdtemp(prefix="relay-chromium-")
         self.port: int | None = None
+        # The last lines Chromium wrote to stderr (for failure messages). Read continuously
+        # once it started, so a browser kept for a whole module never blocks on a full pipe.
+        self.stderr_tail: deque[str] = deque(maxlen=200)
+
+    def _drain_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self.stderr_tail.append(raw.decode("utf-8", "replace").rstrip())
 
     async def start(self, url: str, timeout: float = 60) -> "Browser":
         binary = chromium_binary()
@@ -53,7 +63,27 @@ class Browser:
             m = DEVTOOLS.search(line.decode("utf-8", "replace"))
             if m:
                 self.port = int(re.search(r":(\d+)/", m.group(1)).group(1))
+                threading.Thread(target=self._drain_stderr, name=f"chromium-stderr-{self.proc.pid}", daemon=True).start()
                 return self
+
+    async def new_page(self, timeout: float = 30) -> "Page":
+        """Opens a new tab (about:blank) and returns its page; close it with `close_page`."""
+        async with aiohttp.ClientSession(trust_env=False, timeout=aiohttp.ClientTimeout(total=timeout)) as http:
+            async with http.put(f"http://127.0.0.1:{self.port}/json/new?about:blank") as r:
+                assert r.status == 200, f"/json/new: HTTP {r.status} {await r.text()}"
+                target = await r.json()
+        page = await Page.open(target["webSocketDebuggerUrl"])
+        page.target_id = target["id"]
+        return page
+
+    async def close_page(self, page: "Page", timeout: float = 30) -> None:
+        """Closes a tab opened by `new_page` (its sockets go with it)."""
+        await page.close()
+        if page.target_id is None:
+            return
+        async with aiohttp.ClientSession(trust_env=False, timeout=aiohttp.ClientTimeout(total=timeout)) as http:
+            async with http.get(f"http://127.0.0.1:{self.port}/json/close/{page.target_id}") as r:
+                await r.read()
 
     async def page(self, url_prefix: str, timeout: float = 30) -> "Page":
         loop = asyncio.get_running_loop()
@@ -84,6 +114,7 @@ class Page:
     def __init__(self, ws):
         self.ws = ws
         self.next_id = 0
+        self.target_id: str | None = None
 
     @classmethod
     async def open(cls, url: str) -> "Page":
