@@ -7,8 +7,7 @@ Each client must receive what happens on the *other* node: a client connected di
 and the backend emit API called on it.
 
 Long-polling needs every request of a session to reach the node that holds it (deploy/README.md,
-"Sticky sessions"). Relay does not serve polling yet: those cases are xfail(strict) on exactly
-that refusal and turn red (XPASS) when it lands.
+"Sticky sessions").
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from browser_client import BrowserPage, PollingNotServed, browser, page_server  # noqa: F401 - fixtures
+from browser_client import BrowserPage, browser, page_server  # noqa: F401 - fixtures
 from conftest import RelayProcess
 from helpers import ADMIN_KEY, REPO_ROOT, ROOM, TIMEOUT, Clients, async_test, emit_api, http, mint_token
 from test_cluster import RedisServer, eventually, free_port, wait_linked
@@ -33,7 +32,6 @@ from test_stock_clients import connect_python, sids_of
 
 DEPLOY = REPO_ROOT / "deploy"
 HEARTBEAT_MS = 300
-POLLING_NOT_SERVED = pytest.mark.xfail(strict=True, raises=PollingNotServed, reason="Engine.IO long-polling not served yet")
 
 # The lines that choose a node: kept verbatim in the configuration the test runs.
 BALANCING = re.compile(r"^\s*(balance|hash-type|stick|stick-table|cookie|use-server|hash|least_conn|ip_hash|map|upstream|proxy_pass)\b")
@@ -44,8 +42,8 @@ def balancing_lines(text: str) -> list[str]:
 
 
 def haproxy_config(listen_port: int, node_ports: list[int]) -> str:
-    """deploy/haproxy.cfg with the frontend bound to 127.0.0.1:listen_port and relayN at
-    127.0.0.1:node_ports[N-1]. Nothing else changes."""
+    """deploy/haproxy.cfg with the frontend bound to 127.0.0.1:listen_port, relayN at
+    127.0.0.1:node_ports[N-1], and no PROXY header to the nodes. Nothing else changes."""
     text = (DEPLOY / "haproxy.cfg").read_text()
     out, n = re.subn(r"^(\s*bind\s+)\S*:8080\b", rf"\g<1>127.0.0.1:{listen_port}", text, flags=re.M)
     assert n == 1, "deploy/haproxy.cfg has one `bind …:8080`"
@@ -53,6 +51,10 @@ def haproxy_config(listen_port: int, node_ports: list[int]) -> str:
         out, n = re.subn(rf"^(\s*server\s+relay{i}\s+)relay{i}:8080\b", rf"\g<1>127.0.0.1:{port}", out, flags=re.M)
         assert n == 1, f"deploy/haproxy.cfg has one `server relay{i} relay{i}:8080`"
     assert not re.search(r"\brelay\d+:8080\b", out), "a node address was left unrewritten"
+    # The client-address layer (PROXY protocol v2 to the nodes) is test_proxy.py's subject; here
+    # clients also talk to the nodes directly, so the nodes run without it.
+    out, n = re.subn(r"\bsend-proxy-v2\s+", "", out)
+    assert n == 1, "deploy/haproxy.cfg sends the PROXY header from its default-server line"
     assert balancing_lines(out) == balancing_lines(text)
     return out
 
@@ -195,8 +197,8 @@ async def check_cross_node(lb_client_receives, lb_client_sends, user: str, home,
 
 
 CASES = [
-    pytest.param(None, "websocket", marks=POLLING_NOT_SERVED, id="default"),
-    pytest.param(["polling"], "polling", marks=POLLING_NOT_SERVED, id="polling"),
+    pytest.param(None, "websocket", id="default"),
+    pytest.param(["polling"], "polling", id="polling"),
     pytest.param(["websocket"], "websocket", id="websocket"),
 ]
 

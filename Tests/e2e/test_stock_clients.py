@@ -2,12 +2,9 @@
 4.8.1 in headless Chromium, see browser_client.py) and python-socketio's AsyncClient, with
 their **default options** and with each transport forced.
 
-Relay serves only `transport=websocket` today. The tests that need Engine.IO long-polling
-(every client's default: polling first, then upgrade) or binary attachments are marked
-`xfail(strict=True, raises=…)`: they fail today *for that reason only* (the relay answers the
-polling handshake `transport_unsupported`, or refuses the attachment) — any other failure is
-reported as a failure — and they turn red (XPASS) the moment the feature lands: then remove
-the marker.
+The tests that need binary attachments are marked `xfail(strict=True, raises=…)`: they fail
+today *for that reason only* (the relay refuses the attachment) — any other failure is reported
+as a failure — and they turn red (XPASS) the moment the feature lands: then remove the marker.
 """
 
 from __future__ import annotations
@@ -15,16 +12,12 @@ from __future__ import annotations
 import pytest
 import socketio
 
-from browser_client import (BinaryNotServed, BrowserPage, PollingNotServed, b64bytes, browser, page_server,  # noqa: F401 - fixtures
+from browser_client import (BinaryNotServed, BrowserPage, b64bytes, browser, page_server,  # noqa: F401 - fixtures
                             raise_if_polling_not_served)
 from conftest import RelayProcess
 from helpers import ADMIN_KEY, ROOM, TIMEOUT, Client, Clients, async_test, http, mint_token
 
-POLLING_NOT_SERVED = pytest.mark.xfail(strict=True, raises=PollingNotServed, reason="Engine.IO long-polling not served yet")
 BINARY_NOT_SERVED = pytest.mark.xfail(strict=True, raises=BinaryNotServed, reason="binary attachments not served yet")
-POLLING_AND_BINARY_NOT_SERVED = pytest.mark.xfail(
-    strict=True, raises=(PollingNotServed, BinaryNotServed),
-    reason="Engine.IO long-polling and binary attachments not served yet")
 
 RELAY_FLAGS = ["--events-per-second", "1000", "--event-burst", "1000"]
 
@@ -133,13 +126,11 @@ async def browser_scenario(relay, browser, page_server, opts: dict, transport: s
         await page.close()
 
 
-@POLLING_NOT_SERVED
 @async_test
 async def test_browser_default_options_upgrade_to_websocket(web_relay, browser, page_server):  # noqa: F811
     await browser_scenario(web_relay, browser, page_server, {}, "websocket", "default")
 
 
-@POLLING_NOT_SERVED
 @async_test
 async def test_browser_polling_only(web_relay, browser, page_server):  # noqa: F811
     await browser_scenario(web_relay, browser, page_server, {"transports": ["polling"]}, "polling", "polling")
@@ -202,13 +193,11 @@ async def python_scenario(relay, transports: list[str] | None, transport: str, t
         await bob.expect("presence:leave", user=user)
 
 
-@POLLING_NOT_SERVED
 @async_test
 async def test_python_socketio_default_transports(web_relay):
     await python_scenario(web_relay, None, "websocket", "default")
 
 
-@POLLING_NOT_SERVED
 @async_test
 async def test_python_socketio_polling_only(web_relay):
     await python_scenario(web_relay, ["polling"], "polling", "polling")
@@ -301,7 +290,7 @@ async def test_binary_attachments_over_websocket(web_relay, browser, page_server
     await binary_scenario(web_relay, browser, page_server, True, "ws")
 
 
-@POLLING_AND_BINARY_NOT_SERVED
+@BINARY_NOT_SERVED
 @async_test
 async def test_binary_attachments_with_default_transports(web_relay, browser, page_server):  # noqa: F811
     await binary_scenario(web_relay, browser, page_server, False, "default")
