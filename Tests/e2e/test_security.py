@@ -86,3 +86,33 @@ async def test_refused_upgrades_get_a_status_not_a_dropped_connection(start_rela
         raise AssertionError("EIO=3 was accepted")
     except InvalidStatus as e:
         assert e.response.status_code == 400
+
+
+@async_test
+async def test_starscream_handshake_is_admitted_by_default(start_relay):
+    """socket.io-client-swift's WebSocket layer (Starscream 4.0.8, HTTPWSHeader.createUpgrade)
+    sends exactly these headers: Origin built from the ws:// URL, a key of 16 random a-z
+    letters, and its compression offer. The default Origin policy must admit it."""
+    import asyncio
+    import base64
+    import random
+
+    relay = start_relay()
+    key = base64.b64encode(bytes(random.randint(97, 122) for _ in range(16))).decode()
+    request = (
+        "GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{relay.port}\r\n"
+        f"Origin: ws://127.0.0.1:{relay.port}\r\n"
+        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+        f"Sec-WebSocket-Key: {key}\r\n"
+        "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits; server_max_window_bits=15\r\n\r\n")
+    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", relay.port), TIMEOUT)
+    writer.write(request.encode())
+    await writer.drain()
+    head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TIMEOUT)).decode("latin-1")
+    assert head.startswith("HTTP/1.1 101"), head
+    assert "permessage-deflate" in head.lower(), head
+    # The Engine.IO open packet follows as the first (uncompressed, short) text frame.
+    first = await asyncio.wait_for(reader.readexactly(2), TIMEOUT)
+    assert first[0] & 0x0F == 0x1, first
+    writer.close()
