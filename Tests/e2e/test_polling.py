@@ -185,3 +185,29 @@ async def test_python_socketio_polling_only(start_relay):
     relay = start_relay()
     transports = await _scenario(relay, transports=["polling"])
     assert transports == ("polling", "polling"), transports
+
+
+@async_test
+async def test_an_abandoned_poller_is_closed_on_time(start_relay):
+    """A poller that stops polling never takes its ping: after pingInterval + pingTimeout its
+    session ends, its presence goes, its admission slot is released."""
+    relay = start_relay("--ping-interval", "300", "--ping-timeout", "300")
+    watcher = socketio.AsyncClient(reconnection=False)
+    left: asyncio.Queue = asyncio.Queue()
+    watcher.on("presence:leave", lambda data: left.put_nowait(data))
+    await watcher.connect(relay.url, transports=["websocket"], auth={"token": mint_token("watcher")}, wait_timeout=TIMEOUT)
+    try:
+        assert (await watcher.call("room:join", {"room": ROOM}, timeout=TIMEOUT))["ok"]
+        async with aiohttp.ClientSession() as s:
+            sid = await connected_session(s, relay, "ghost")
+            assert await post(s, relay, sid, '421["room:join",{"room":"conversation:1"}]') == 200
+            assert any(p.startswith("431") for p in await get(s, relay, sid))
+            started = asyncio.get_running_loop().time()
+            # No more GETs: the ping waits in the buffer, the pong never comes.
+            data = await asyncio.wait_for(left.get(), TIMEOUT)
+            assert data["user"] == "ghost", data
+            assert asyncio.get_running_loop().time() - started < 3.0
+            async with s.get(f"{base(relay)}&sid={sid}") as r:
+                assert r.status == 400 or "1" in (await r.text()).split(SEP)
+    finally:
+        await watcher.disconnect()
