@@ -85,6 +85,7 @@ async def bench(relay: str, sessions: int, events: int, rate: float) -> dict:
         proc = subprocess.Popen(
             [relay, "--port", "0", "--jwt-secret", JWT_SECRET, "--api-key", API_KEY, "--admin-key", ADMIN_KEY,
              "--db", os.path.join(tmp, "r.sqlite"), "--log-level", "notice", "--max-members-per-room", str(sessions + 10),
+             "--max-connections-per-ip", "1000000", "--max-connections-per-user", "1000000",
              "--rate", "custom=100000:100000", "--events-per-second", "100000", "--event-burst", "100000"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
