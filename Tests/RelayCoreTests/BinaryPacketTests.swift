@@ -436,7 +436,7 @@ final class BinaryPacketEncodingTests: XCTestCase {
             let count = Int.random(in: 0...SocketPacket.defaultMaxAttachments, using: &rng)
             let attachments = (0..<count).map { _ in (0..<Int.random(in: 0...40, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) } }
             var slots: [JSONValue] = (0..<count).map(BinaryPlaceholder.json).shuffled(using: &rng)
-            var payload: [(String, JSONValue)] = [("room", "conversation:\(round)")]
+            var payload: [(String, JSONValue)] = [("room", .string("conversation:\(round)"))]
             while let p = slots.popLast() {
                 switch Int.random(in: 0..<3, using: &rng) {
                 case 0: payload.append(("k\(slots.count)", p))
@@ -470,14 +470,13 @@ final class BinaryPacketEncodingTests: XCTestCase {
             // One byte less of budget and the packet no longer fits.
             if packet.byteCount > 0 {
                 var tight = BinaryPacketAssembler(maxPayload: packet.byteCount - 1)
-                var refused = false
-                do {
+                let outcome = Result { () throws(ProtocolError) in
                     _ = try tight.receiveText(encoded.header[1...])
                     for attachment in encoded.attachments { _ = try tight.receiveBinary(attachment) }
-                } catch .binaryPacketTooLarge {
-                    refused = true
                 }
-                XCTAssertTrue(refused, "round \(round)")
+                guard case .failure(.binaryPacketTooLarge(packet.header.ackID, packet.byteCount - 1)) = outcome else {
+                    return XCTFail("round \(round): \(outcome)")
+                }
             }
         }
     }
