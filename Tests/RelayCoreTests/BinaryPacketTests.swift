@@ -525,6 +525,11 @@ final class BinaryEventTests: XCTestCase {
         for key in ["from", "ts"] {
             let forged: JSONValue = .object([("room", "r"), (key, BinaryPlaceholder.json(0))])
             assertRelayError(.invalidPayload) { () throws(RelayError) in try EventValidator.custom(forged, attachmentCount: 1) }
+            // Nested inside `from`/`ts` is no better: stamping replaces the whole value (found by FuzzBinaryPackets).
+            let nestedInStamped: JSONValue = .object([
+                ("room", "r"), (key, .array([BinaryPlaceholder.json(1), .object([("deep", BinaryPlaceholder.json(0))])])),
+            ])
+            assertRelayError(.invalidPayload) { () throws(RelayError) in try EventValidator.custom(nestedInStamped, attachmentCount: 2) }
         }
         // Nested `from`/`ts` are the client's own fields: kept.
         let nested: JSONValue = .object([("room", "r"), ("meta", .object([("from", BinaryPlaceholder.json(0))]))])

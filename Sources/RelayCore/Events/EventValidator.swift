@@ -107,8 +107,9 @@ public enum EventValidator {
 
     /// A custom event with binary attachments: `custom(_:)`, plus the placeholders. The payload
     /// must hold exactly `attachmentCount` placeholders (`InboundEvent(binary:)` and
-    /// `SocketPacket.decode` already checked their structure and numbering), and none may be
-    /// the top-level `from` or `ts`: `stamp` replaces those, which would orphan the attachment.
+    /// `SocketPacket.decode` already checked their structure and numbering), and none may be in
+    /// the top-level `from` or `ts` (as the value or nested inside it): `stamp` replaces those,
+    /// which would orphan the attachment.
     /// With `attachmentCount` 0 it is `custom(_:)` (a `42` event's placeholder-like objects are
     /// plain JSON to every receiver).
     public static func custom(_ payload: JSONValue, attachmentCount: Int) throws(RelayError) -> JSONValue {
@@ -117,8 +118,8 @@ public enum EventValidator {
         guard BinaryPlaceholder.count(in: payload) == attachmentCount else {
             throw RelayError(.invalidPayload, "the payload must hold one placeholder per attachment")
         }
-        for key in stampedKeys where payload[key].map(BinaryPlaceholder.isPlaceholder) == true {
-            throw RelayError(.invalidPayload, "\(key) is stamped by the relay and cannot be an attachment")
+        for key in stampedKeys where payload[key].map(BinaryPlaceholder.count) ?? 0 > 0 {
+            throw RelayError(.invalidPayload, "\(key) is stamped by the relay and cannot hold an attachment")
         }
         return payload
     }
