@@ -17,7 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 OUT=.build-fuzz
-ALL_TARGETS=(FuzzJSON FuzzPackets FuzzEventName FuzzOutboundQueue FuzzFrameScanner FuzzUpgrade FuzzJWT FuzzProxyProtocol FuzzSession)
+ALL_TARGETS=(FuzzJSON FuzzPackets FuzzEventName FuzzOutboundQueue FuzzFrameScanner FuzzUpgrade FuzzJWT FuzzProxyProtocol FuzzSession FuzzBinaryPackets)
 if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL_TARGETS[@]}"); fi
 
 # Swift's crash backtracer would attach to the fuzzer on fatalError and can stall the run;

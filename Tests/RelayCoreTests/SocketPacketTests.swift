@@ -107,11 +107,12 @@ final class SocketPacketTests: XCTestCase {
         assertSocketError(" 2", .unknownSocketPacketType(UInt8(ascii: " ")))
     }
 
-    func testBinaryPacketsAreRefused() {
-        assertSocketError(#"51-["a:b",{"_placeholder":true,"num":0}]"#, .binaryNotSupported)
-        assertSocketError("5", .binaryNotSupported)
-        assertSocketError(#"61-3[{"_placeholder":true,"num":0}]"#, .binaryNotSupported)
-        assertSocketError("6", .binaryNotSupported)
+    func testBinaryHeadersDecode() {
+        // The attachments follow separately (BinaryPacketTests); bare headers without a count are refused.
+        XCTAssertEqual(decode(#"51-["a:b",{"_placeholder":true,"num":0}]"#)?.attachmentCount, 1)
+        XCTAssertEqual(decode(#"61-3[{"_placeholder":true,"num":0}]"#)?.type, .binaryAck)
+        assertSocketError("5", .invalidAttachmentCount)
+        assertSocketError("6", .invalidAttachmentCount)
     }
 
     func testInvalidJSON() {

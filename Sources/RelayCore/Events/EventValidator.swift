@@ -105,7 +105,30 @@ public enum EventValidator {
         return payload
     }
 
-    /// Adds the server-stamped `from` and `ts`, replacing any the client sent.
+    /// A custom event with binary attachments: `custom(_:)`, plus the placeholders. The payload
+    /// must hold exactly `attachmentCount` placeholders (`InboundEvent(binary:)` and
+    /// `SocketPacket.decode` already checked their structure and numbering), and none may be in
+    /// the top-level `from` or `ts` (as the value or nested inside it): `stamp` replaces those,
+    /// which would orphan the attachment.
+    /// With `attachmentCount` 0 it is `custom(_:)` (a `42` event's placeholder-like objects are
+    /// plain JSON to every receiver).
+    public static func custom(_ payload: JSONValue, attachmentCount: Int) throws(RelayError) -> JSONValue {
+        let payload = try custom(payload)
+        guard attachmentCount > 0 else { return payload }
+        guard BinaryPlaceholder.count(in: payload) == attachmentCount else {
+            throw RelayError(.invalidPayload, "the payload must hold one placeholder per attachment")
+        }
+        for key in stampedKeys where payload[key].map(BinaryPlaceholder.count) ?? 0 > 0 {
+            throw RelayError(.invalidPayload, "\(key) is stamped by the relay and cannot hold an attachment")
+        }
+        return payload
+    }
+
+    /// The fields `stamp` sets.
+    public static let stampedKeys = ["from", "ts"]
+
+    /// Adds the server-stamped `from` and `ts`, replacing any the client sent. Only those two
+    /// top-level fields change: placeholders anywhere else in the payload are kept as they are.
     public static func stamp(_ payload: JSONValue, from user: String, ts: Int64) -> JSONValue {
         payload.setting("from", to: .string(user)).setting("ts", to: .int(ts))
     }

@@ -7,34 +7,66 @@ public enum SocketPacketType: UInt8, Sendable {
     case connectError = 4
     case binaryEvent = 5
     case binaryAck = 6
+
+    /// `.binaryEvent` or `.binaryAck`: the packet is followed by binary attachments.
+    public var isBinary: Bool { self == .binaryEvent || self == .binaryAck }
 }
 
-/// A decoded Socket.IO v5 packet: `<type>[<nsp>,][<ackId>][<json>]`.
+/// A decoded Socket.IO v5 packet: `<type>[<n>-][<nsp>,][<ackId>][<json>]`.
+///
+/// `<n>-` is there only for the binary types `5` and `6`: the number of binary attachments that
+/// follow the packet as separate messages (see `BinaryPacketAssembler`).
 public struct SocketPacket: Equatable, Sendable {
     public var type: SocketPacketType
     public var namespace: String
     public var ackID: Int64?
     public var data: JSONValue?
+    /// For `.binaryEvent` and `.binaryAck`: how many attachments the packet announces. Always 0
+    /// for the other types (and not encoded for them).
+    public var attachmentCount: Int
 
-    public init(type: SocketPacketType, namespace: String = "/", ackID: Int64? = nil, data: JSONValue? = nil) {
+    public init(type: SocketPacketType, namespace: String = "/", ackID: Int64? = nil, data: JSONValue? = nil, attachmentCount: Int = 0) {
         self.type = type
         self.namespace = namespace
         self.ackID = ackID
         self.data = data
+        self.attachmentCount = attachmentCount
     }
+
+    /// Whether the type is `.binaryEvent` or `.binaryAck`.
+    public var isBinary: Bool { type.isBinary }
 
     /// Namespaces and ack ids longer than this are refused rather than scanned.
     static let maxNamespaceLength = 128
     static let maxAckIDDigits = 15
+    /// The default limit on a binary packet's attachment count (`<n>` of `5<n>-`).
+    public static let defaultMaxAttachments = 10
 
     /// Decodes the data of an Engine.IO message packet.
-    public static func decode(_ bytes: ArraySlice<UInt8>, maxDepth: Int = JSONParser.defaultMaxDepth) throws(ProtocolError) -> SocketPacket {
+    ///
+    /// Binary packets (`5<n>-…`, `6<n>-…`): `<n>` must be canonical decimal (no sign, no leading
+    /// zero) and at most `maxAttachments` (`.invalidAttachmentCount`, `.tooManyAttachments`);
+    /// the data must be a JSON array whose placeholders name `0..<n` once each
+    /// (`.invalidPlaceholder`, see `BinaryPlaceholder`); a `6` must carry an ack id. The
+    /// attachments themselves are not part of this packet: see `BinaryPacketAssembler`.
+    public static func decode(
+        _ bytes: ArraySlice<UInt8>, maxDepth: Int = JSONParser.defaultMaxDepth, maxAttachments: Int = defaultMaxAttachments
+    ) throws(ProtocolError) -> SocketPacket {
         guard let first = bytes.first else { throw .emptyPacket }
         guard first >= UInt8(ascii: "0"), let type = SocketPacketType(rawValue: first - UInt8(ascii: "0")) else {
             throw .unknownSocketPacketType(first)
         }
-        if type == .binaryEvent || type == .binaryAck { throw .binaryNotSupported }
         var i = bytes.index(after: bytes.startIndex)
+        var attachmentCount = 0
+        if type.isBinary {
+            switch attachmentPrefix(bytes) {
+            case nil: throw .invalidAttachmentCount
+            case let (count, end)?:
+                guard count <= maxAttachments else { throw .tooManyAttachments(limit: maxAttachments) }
+                attachmentCount = count
+                i = end
+            }
+        }
         var namespace = "/"
         if i < bytes.endIndex, bytes[i] == UInt8(ascii: "/") {
             let start = i
@@ -71,12 +103,51 @@ public struct SocketPacket: Equatable, Sendable {
             case .failure(let error): throw .invalidJSON(error)
             }
         }
-        return SocketPacket(type: type, namespace: namespace, ackID: ackID, data: data)
+        if type.isBinary {
+            guard let data, case .array = data else { throw .invalidPayload("a binary packet's data is a JSON array") }
+            if type == .binaryAck, ackID == nil { throw .invalidAckID }
+            do {
+                try BinaryPlaceholder.validate(data, attachmentCount: attachmentCount)
+            } catch {
+                throw .invalidPlaceholder(error, ackID: ackID)
+            }
+        }
+        return SocketPacket(type: type, namespace: namespace, ackID: ackID, data: data, attachmentCount: attachmentCount)
     }
 
-    /// Encodes this packet as the data of an Engine.IO message, `4` prefix included.
+    /// Attachment counts with more digits than this are `.tooManyAttachments`, not scanned.
+    static let maxAttachmentDigits = 9
+
+    /// The `<n>-` after the type digit of a binary packet: the count (clamped to
+    /// `999_999_999` when longer than `maxAttachmentDigits`) and the index after the `-`; `nil`
+    /// when it is not canonical decimal digits followed by `-`.
+    static func attachmentPrefix(_ bytes: ArraySlice<UInt8>) -> (count: Int, end: ArraySlice<UInt8>.Index)? {
+        var i = bytes.index(after: bytes.startIndex)
+        let start = i
+        var count = 0
+        while i < bytes.endIndex, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) {
+            if i - start < maxAttachmentDigits {
+                count = count * 10 + Int(bytes[i] - UInt8(ascii: "0"))
+            } else {
+                count = 999_999_999
+            }
+            i += 1
+        }
+        let digits = i - start
+        guard digits > 0, i < bytes.endIndex, bytes[i] == UInt8(ascii: "-") else { return nil }
+        if digits > 1, bytes[start] == UInt8(ascii: "0") { return nil }
+        return (count, i + 1)
+    }
+
+    /// Encodes this packet as the data of an Engine.IO message, `4` prefix included. A binary
+    /// packet's header is written with `attachmentCount`; its attachments are sent separately
+    /// (see `BinaryPacket.encoded()`).
     public func encodedMessage() -> [UInt8] {
         var out: [UInt8] = [UInt8(ascii: "4"), UInt8(ascii: "0") + type.rawValue]
+        if isBinary {
+            out.append(contentsOf: String(attachmentCount).utf8)
+            out.append(UInt8(ascii: "-"))
+        }
         if namespace != "/" {
             out.append(contentsOf: namespace.utf8)
             out.append(UInt8(ascii: ","))

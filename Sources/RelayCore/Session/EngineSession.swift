@@ -226,8 +226,6 @@ public struct EngineSession: Sendable {
             packet = try SocketPacket.decode(payload)
         } catch .duplicateKey(let ackID) {
             return refuse(RelayError(.invalidPayload, "a JSON object repeats a key"), ackID: ackID, now: now)
-        } catch .binaryNotSupported {
-            return fail(RelayError(.binaryNotSupported), event: nil, ackID: nil, now: now)
         } catch {
             return refuse(RelayError(.invalidPacket, phase == .awaitingConnect ? "malformed CONNECT packet" : "malformed Socket.IO packet"), ackID: nil, now: now)
         }
