@@ -189,4 +189,36 @@ final class EngineSessionTests: XCTestCase {
         var ws = connected(.websocket)
         XCTAssertEqual(ws.probeOpened(now: 0), [.abortProbe(reason: "no upgrade possible")])
     }
+
+    func testBinaryEventsOverWebSocketAndPolling() {
+        let header = "451-[\"file:shared\",{\"room\":\"conversation:1\",\"file\":{\"_placeholder\":true,\"num\":0}}]"
+        var ws = connected(.websocket)
+        XCTAssertEqual(receive(&ws, header), [], "waits for its attachment")
+        let actions = ws.receiveBinary([1, 2, 3], from: .websocket, now: 0, wallMs: 5)
+        guard case .handle(.custom(let b), nil, _)? = actions.last else { return XCTFail("\(actions)") }
+        XCTAssertEqual(b.name, "file:shared")
+        XCTAssertEqual(b.attachments, [[1, 2, 3]])
+        XCTAssertEqual(b.payload["file"], BinaryPlaceholder.json(0))
+
+        var polling = connected(.polling)
+        XCTAssertEqual(receive(&polling, header, from: .polling), [])
+        let viaPolling = receive(&polling, "bAQID", from: .polling)
+        guard case .handle(.custom(let p), nil, _)? = viaPolling.last else { return XCTFail("\(viaPolling)") }
+        XCTAssertEqual(p.attachments, [[1, 2, 3]])
+    }
+
+    func testBinaryIsRefusedOutsideCustomEventsAndWithoutAHeader() {
+        var s = connected()
+        _ = receive(&s, "451-7[\"message:reaction\",{\"room\":\"conversation:1\",\"x\":{\"_placeholder\":true,\"num\":0}}]")
+        let refused = texts(s.receiveBinary([9], from: .websocket, now: 0, wallMs: 0))
+        XCTAssertTrue(refused.first?.hasPrefix("437[{\"ok\":false,\"error\":{\"code\":\"invalid_payload\"") == true, "\(refused)")
+        let stray = texts(s.receiveBinary([1], from: .websocket, now: 0, wallMs: 0))
+        XCTAssertTrue(stray.first?.contains("invalid_packet") == true, "\(stray)")
+        // A text packet while attachments are still expected: the binary packet is refused, the
+        // text is still taken.
+        _ = receive(&s, "452-9[\"x:y\",{\"room\":\"conversation:1\",\"a\":{\"_placeholder\":true,\"num\":0},\"b\":{\"_placeholder\":true,\"num\":1}}]")
+        let mixed = receive(&s, "42[\"typing:start\",{\"room\":\"conversation:1\"}]")
+        XCTAssertTrue(texts(mixed).first?.hasPrefix("439[{\"ok\":false") == true, "\(mixed)")
+        XCTAssertEqual(mixed.last, .handle(.typing(room: "conversation:1", isTyping: true), ackID: nil, user: alice))
+    }
 }

@@ -1,5 +1,7 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
+import NIOHTTP1
 import RelayCore
 import XCTest
 
@@ -15,11 +17,16 @@ final class PollingTransportTests: XCTestCase {
         return OutboundMessage(bytes: buffer)
     }
 
-    func body(_ future: EventLoopFuture<HTTPResponse>) throws -> String? {
-        var out: String?
-        future.whenSuccess { out = String(decoding: $0.body, as: UTF8.self) }
+    /// The response, once the embedded loop ran (nil while the request is held).
+    func response(_ future: EventLoopFuture<HTTPResponse>) -> HTTPResponse? {
+        let box = NIOLockedValueBox<HTTPResponse?>(nil)
+        future.whenSuccess { r in box.withLockedValue { $0 = r } }
         loop.run()
-        return out
+        return box.withLockedValue { $0 }
+    }
+
+    func body(_ future: EventLoopFuture<HTTPResponse>) throws -> String? {
+        response(future).map { String(decoding: $0.body, as: UTF8.self) }
     }
 
     func testAHeldPollIsAnsweredOnFlushWithPacketsJoinedByRecordSeparators() throws {
@@ -49,12 +56,12 @@ final class PollingTransportTests: XCTestCase {
         let first = loop.makePromise(of: HTTPResponse.self)
         let second = loop.makePromise(of: HTTPResponse.self)
         t.poll(first)
-        var status: HTTPResponseStatus?
-        second.futureResult.whenSuccess { status = $0.status }
         t.poll(second)
-        loop.run()
-        XCTAssertEqual(status, .badRequest)
+        XCTAssertEqual(response(second.futureResult)?.status, .badRequest)
         XCTAssertEqual(violation, CloseCode.protocolError)
+        // The owner closes the session: the held poll gets the close packet.
+        t.close(code: CloseCode.protocolError, reason: "concurrent polls")
+        XCTAssertEqual(try body(first.futureResult), "1")
     }
 
     func testTheBufferIsBounded() {
@@ -77,11 +84,8 @@ final class PollingTransportTests: XCTestCase {
         XCTAssertTrue(closed)
         // The session is gone: later polls learn it.
         let late = loop.makePromise(of: HTTPResponse.self)
-        var status: HTTPResponseStatus?
-        late.futureResult.whenSuccess { status = $0.status }
         t.poll(late)
-        loop.run()
-        XCTAssertEqual(status, .badRequest)
+        XCTAssertEqual(response(late.futureResult)?.status, .badRequest)
     }
 
     func testCloseWithoutAHeldPollIsOwedToTheNextOne() throws {
@@ -115,5 +119,26 @@ final class PollingTransportTests: XCTestCase {
         XCTAssertNil(try body(get.futureResult))
         loop.advanceTime(by: .milliseconds(1))
         XCTAssertEqual(try body(get.futureResult), "6")
+    }
+}
+
+/// The cluster envelope carries a binary packet's attachments.
+final class ClusterEnvelopeTests: XCTestCase {
+    func testAttachmentsRoundTripAndBadLengthsAreDropped() throws {
+        let allocator = ByteBufferAllocator()
+        var header = allocator.buffer(capacity: 8)
+        header.writeString("451-[\"x:y\",{}]")
+        var a = allocator.buffer(capacity: 3)
+        a.writeBytes([0, 10, 255])
+        let envelope = ClusterEnvelope(origin: "n1", label: "custom", durable: false, payload: header, attachments: [a, allocator.buffer(capacity: 0)])
+        let decoded = try XCTUnwrap(ClusterEnvelope.decode(envelope.encode()))
+        XCTAssertEqual(String(buffer: decoded.payload), "451-[\"x:y\",{}]")
+        XCTAssertEqual(decoded.attachments.map { Array($0.readableBytesView) }, [[0, 10, 255], []])
+        var forged = allocator.buffer(capacity: 64)
+        forged.writeString("{\"o\":\"n1\",\"p\":3,\"a\":[999999]}\nabc")
+        XCTAssertNil(ClusterEnvelope.decode(forged))
+        var negative = allocator.buffer(capacity: 64)
+        negative.writeString("{\"o\":\"n1\",\"p\":-1,\"a\":[1]}\nabc")
+        XCTAssertNil(ClusterEnvelope.decode(negative))
     }
 }

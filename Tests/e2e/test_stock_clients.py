@@ -2,9 +2,9 @@
 4.8.1 in headless Chromium, see browser_client.py) and python-socketio's AsyncClient, with
 their **default options** and with each transport forced.
 
-The tests that need binary attachments are marked `xfail(strict=True, raises=…)`: they fail
-today *for that reason only* (the relay refuses the attachment) — any other failure is reported
-as a failure — and they turn red (XPASS) the moment the feature lands: then remove the marker.
+Binary attachments are checked byte for byte, from the browser (an `ArrayBuffer`) and from
+python-socketio (`bytes`), over WebSocket and with the default transports (polling carries
+them as `b<base64>` until the upgrade).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from browser_client import (BinaryNotServed, BrowserPage, b64bytes, browser, pag
 from conftest import RelayProcess
 from helpers import ADMIN_KEY, ROOM, TIMEOUT, Client, Clients, async_test, http, mint_token
 
-BINARY_NOT_SERVED = pytest.mark.xfail(strict=True, raises=BinaryNotServed, reason="binary attachments not served yet")
 
 RELAY_FLAGS = ["--events-per-second", "1000", "--event-burst", "1000"]
 
@@ -284,13 +283,11 @@ async def binary_scenario(relay, browser, page_server, websocket_only: bool, tag
         await page.close()
 
 
-@BINARY_NOT_SERVED
 @async_test
 async def test_binary_attachments_over_websocket(web_relay, browser, page_server):  # noqa: F811
     await binary_scenario(web_relay, browser, page_server, True, "ws")
 
 
-@BINARY_NOT_SERVED
 @async_test
 async def test_binary_attachments_with_default_transports(web_relay, browser, page_server):  # noqa: F811
     await binary_scenario(web_relay, browser, page_server, False, "default")

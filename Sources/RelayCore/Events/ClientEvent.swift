@@ -10,6 +10,9 @@ public enum ClientEvent: Equatable, Sendable {
         public var payload: JSONValue
         /// From the policy table: the key under which a queued copy may be replaced.
         public var coalescingKey: EventPolicy.CoalescingKey?
+        /// Binary attachments (custom events only), forwarded with the same bytes; the payload
+        /// holds their placeholders.
+        public var attachments: [[UInt8]] = []
     }
 
     case join(room: String)
@@ -47,6 +50,9 @@ public enum ClientEvent: Equatable, Sendable {
     ///   - wallMs: server time, for receipts.
     public init(_ event: InboundEvent, policy: EventPolicy, userID: String, wallMs: Int64) throws(RelayError) {
         let payload = event.payload
+        if !event.attachments.isEmpty && policy.kind != .custom {
+            throw RelayError(.invalidPayload, "binary attachments are carried by custom events only")
+        }
         func broadcast(_ validated: JSONValue) throws(RelayError) -> Broadcast {
             let room = try EventValidator.room(in: validated)
             return Broadcast(name: policy.name, room: room, payload: validated, coalescingKey: policy.coalescingKey(room: room, user: userID))
@@ -63,7 +69,10 @@ public enum ClientEvent: Equatable, Sendable {
             self = .shareLive(try broadcast(validated), durationSec: duration)
         case .locationUpdate: self = .locationUpdate(try broadcast(EventValidator.locationUpdate(payload)))
         case .locationStop: self = .locationStop(try broadcast(EventValidator.roomOnly(payload)))
-        case .custom: self = .custom(try broadcast(EventValidator.custom(payload)))
+        case .custom:
+            var b = try broadcast(EventValidator.custom(payload, attachmentCount: event.attachments.count))
+            b.attachments = event.attachments
+            self = .custom(b)
         case .delivered: self = .receipt(try NewReceipt(payload: payload, userID: userID, kind: .delivered, ts: wallMs))
         case .read: self = .receipt(try NewReceipt(payload: payload, userID: userID, kind: .read, ts: wallMs))
         case .receiptSync:

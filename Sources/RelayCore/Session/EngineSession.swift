@@ -59,6 +59,8 @@ public struct EngineSession: Sendable {
 
     /// A token offered outside the CONNECT packet (query string or `Authorization` header).
     private let fallbackToken: String?
+    /// Collects the attachments of a binary packet (`45`/`46`) as they arrive.
+    private var assembler: BinaryPacketAssembler
     private var limiter: EventRateLimiter
     private var errorBudget: TokenBucket
     private var nextPingAt: Int64?
@@ -76,6 +78,7 @@ public struct EngineSession: Sendable {
         self.socketSID = socketSID
         self.fallbackToken = fallbackToken
         self.limiter = EventRateLimiter(overall: configuration.eventsPerSecond, perClass: configuration.eventsPerClass, now: now)
+        self.assembler = BinaryPacketAssembler(maxPayload: configuration.maxPayload, maxAttachments: configuration.maxAttachments)
         self.errorBudget = TokenBucket(capacity: configuration.errorReplies.burst, ratePerSecond: configuration.errorReplies.perSecond, now: now)
     }
 
@@ -157,6 +160,10 @@ public struct EngineSession: Sendable {
     public mutating func receive(_ packet: ArraySlice<UInt8>, from: Transport, now: Int64, wallMs: Int64) -> [Action] {
         guard phase != .closed else { return [] }
         if from != transport { return receiveOnProbe(packet, now: now) }
+        // Long-polling carries a binary attachment as `b<base64>`.
+        if from == .polling, packet.first == UInt8(ascii: "b") {
+            return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBase64(packet.dropFirst()) }
+        }
         let decoded: EnginePacket
         do {
             decoded = try EnginePacket.decode(packet)
@@ -218,16 +225,44 @@ public struct EngineSession: Sendable {
         }
     }
 
+    /// One binary message (a WebSocket binary frame): the next attachment of a `45`/`46`.
+    public mutating func receiveBinary(_ bytes: [UInt8], from: Transport, now: Int64, wallMs: Int64) -> [Action] {
+        guard phase != .closed else { return [] }
+        guard from == transport else { return [.abortProbe(reason: "unexpected packet on the probe")] }
+        return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBinary(bytes) }
+    }
+
+    private mutating func receiveAttachment(
+        now: Int64, wallMs: Int64, _ take: (inout BinaryPacketAssembler) throws(ProtocolError) -> BinaryPacketAssembler.Output
+    ) -> [Action] {
+        do {
+            switch try take(&assembler) {
+            case .binaryPacket(let packet): return receiveBinaryPacket(packet, now: now, wallMs: wallMs)
+            case .packet, .awaitingAttachments, .skipped: return []
+            }
+        } catch {
+            return refuse(Self.relayError(error), ackID: Self.ackID(of: error), now: now)
+        }
+    }
+
     // MARK: Socket.IO
 
     private mutating func receiveSocketPacket(_ payload: ArraySlice<UInt8>, size: Int, now: Int64, wallMs: Int64) -> [Action] {
         let packet: SocketPacket
+        var actions: [Action] = []
         do {
-            packet = try SocketPacket.decode(payload)
-        } catch .duplicateKey(let ackID) {
-            return refuse(RelayError(.invalidPayload, "a JSON object repeats a key"), ackID: ackID, now: now)
+            switch try assembler.receiveText(payload) {
+            case .packet(let p): packet = p
+            case .binaryPacket(let binary): return receiveBinaryPacket(binary, now: now, wallMs: wallMs)
+            case .awaitingAttachments, .skipped: return []
+            }
+        } catch .incompleteBinaryPacket(let ackID, let expected, let received) {
+            // The attachments never came: that packet is refused, the text is taken on its own.
+            actions = refuse(RelayError(.invalidPacket, "a binary packet announced \(expected) attachments and got \(received)"), ackID: ackID, now: now)
+            if phase == .closed { return actions }
+            return actions + receiveSocketPacket(payload, size: size, now: now, wallMs: wallMs)
         } catch {
-            return refuse(RelayError(.invalidPacket, phase == .awaitingConnect ? "malformed CONNECT packet" : "malformed Socket.IO packet"), ackID: nil, now: now)
+            return refuse(Self.relayError(error), ackID: Self.ackID(of: error), now: now)
         }
         guard packet.namespace == "/" else {
             guard packet.type == .connect else { return [] }
@@ -239,7 +274,45 @@ public struct EngineSession: Sendable {
         case .disconnect: return close(code: CloseCode.normal, reason: "client disconnected")
         case .event: return receiveEvent(packet, size: size, now: now, wallMs: wallMs)
         case .ack, .connectError: return []
-        case .binaryEvent, .binaryAck: return fail(RelayError(.binaryNotSupported), event: nil, ackID: nil, now: now)
+        case .binaryEvent, .binaryAck: return []  // the assembler returns them whole
+        }
+    }
+
+    /// A binary event with its attachments: only custom events carry binary (forwarded with the
+    /// same bytes); binary acks answer nothing Relay asked.
+    private mutating func receiveBinaryPacket(_ binary: BinaryPacket, now: Int64, wallMs: Int64) -> [Action] {
+        guard binary.header.namespace == "/", binary.header.type == .binaryEvent else { return [] }
+        guard case .connected(let user) = phase else {
+            return fail(RelayError(.notConnected), event: nil, ackID: binary.header.ackID, now: now)
+        }
+        let event: InboundEvent
+        do {
+            event = try InboundEvent(binary: binary)
+        } catch {
+            return fail(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: binary.header.ackID, now: now)
+        }
+        return dispatch(event, user: user, size: binary.byteCount, maxBytes: configuration.maxPayload, now: now, wallMs: wallMs)
+    }
+
+    /// The error reply for a refused packet.
+    static func relayError(_ error: ProtocolError) -> RelayError {
+        switch error {
+        case .duplicateKey: return RelayError(.invalidPayload, "a JSON object repeats a key")
+        case .tooManyAttachments(let limit): return RelayError(.invalidPacket, "at most \(limit) binary attachments per packet")
+        case .invalidAttachmentCount: return RelayError(.invalidPacket, "invalid binary attachment count")
+        case .invalidPlaceholder: return RelayError(.invalidPacket, "binary placeholders must be {\"_placeholder\":true,\"num\":k} for k in 0..<count, once each")
+        case .unexpectedBinaryMessage: return RelayError(.invalidPacket, "a binary message without a binary packet header")
+        case .binaryPacketTooLarge(_, let limit): return RelayError(.payloadTooLarge, "a binary packet is limited to \(limit) bytes")
+        case .invalidBase64: return RelayError(.invalidPacket, "a binary attachment is not valid base64")
+        case .incompleteBinaryPacket(_, let expected, let received): return RelayError(.invalidPacket, "a binary packet announced \(expected) attachments and got \(received)")
+        default: return RelayError(.invalidPacket, "malformed Socket.IO packet")
+        }
+    }
+
+    static func ackID(of error: ProtocolError) -> Int64? {
+        switch error {
+        case .duplicateKey(let id), .invalidPlaceholder(_, let id), .incompleteBinaryPacket(let id, _, _), .binaryPacketTooLarge(let id, _): return id
+        default: return nil
         }
     }
 
@@ -300,6 +373,12 @@ public struct EngineSession: Sendable {
         } catch {
             return fail(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: packet.ackID, now: now)
         }
+        return dispatch(event, user: user, size: size, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
+    }
+
+    /// Budget, policy and validation of one client event; `maxBytes` bounds its encoded size
+    /// (an event's JSON, or a binary packet with its attachments).
+    private mutating func dispatch(_ event: InboundEvent, user: AuthenticatedUser, size: Int, maxBytes: Int, now: Int64, wallMs: Int64) -> [Action] {
         do throws(RelayError) {
             // Refused names (bad grammar, server-only, custom when disabled) spend the control
             // budget, so a client cannot get unlimited error replies out of the relay.
@@ -311,8 +390,8 @@ public struct EngineSession: Sendable {
                 return [.received(event: event.name), .rateLimited(rateClass)] + fail(RelayError(.rateLimited), event: event.name, ackID: event.ackID, now: now)
             }
             let policy = try lookup.get()
-            guard size <= configuration.maxEventBytes else {
-                throw RelayError(.payloadTooLarge, "events are limited to \(configuration.maxEventBytes) bytes")
+            guard size <= maxBytes else {
+                throw RelayError(.payloadTooLarge, "events are limited to \(maxBytes) bytes")
             }
             let typed = try ClientEvent(event, policy: policy, userID: user.userID, wallMs: wallMs)
             return [.received(event: event.name), .handle(typed, ackID: event.ackID, user: user)]

@@ -13,6 +13,8 @@ public struct SessionConfiguration: Sendable, Equatable {
     /// Largest client event (encoded bytes).
     public var maxEventBytes = 64 * 1024
     public var customEventsEnabled = true
+    /// Binary attachments one packet may announce.
+    public var maxAttachments = SocketPacket.defaultMaxAttachments
     public var eventsPerSecond = EventRateLimiter.Budget(perSecond: 50, burst: 100)
     public var eventsPerClass: [RateClass: EventRateLimiter.Budget] = [:]
     /// Error replies a connection may cause before it is closed with 1008.

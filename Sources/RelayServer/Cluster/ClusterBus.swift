@@ -67,12 +67,12 @@ public final class ClusterBus: @unchecked Sendable {
 
     /// Sends an encoded room event to the other nodes with members in the room.
     func publish(room: String, _ message: OutboundMessage, excludeUser: String?) {
-        publish(Self.roomChannel(room), ClusterEnvelope(origin: nodeID, label: message.label, excludeUser: excludeUser, coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes))
+        publish(Self.roomChannel(room), ClusterEnvelope(origin: nodeID, label: message.label, excludeUser: excludeUser, coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes, attachments: message.attachments))
     }
 
     /// Sends an encoded event to the user's devices on other nodes.
     func publish(user: String, _ message: OutboundMessage, skipMembersOf room: String? = nil) {
-        publish(Self.userChannel(user), ClusterEnvelope(origin: nodeID, label: message.label, skipMembersOf: room, coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes))
+        publish(Self.userChannel(user), ClusterEnvelope(origin: nodeID, label: message.label, skipMembersOf: room, coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes, attachments: message.attachments))
     }
 
     private func publish(_ channel: String, _ envelope: ClusterEnvelope) {
@@ -86,6 +86,7 @@ public final class ClusterBus: @unchecked Sendable {
     private func received(channel: String, payload: ByteBuffer) {
         guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != nodeID, let hub else { return }
         var message = OutboundMessage(bytes: envelope.payload, coalesceKey: envelope.coalesceKey, durable: envelope.durable)
+        message.attachments = envelope.attachments
         message.label = envelope.label
         if channel.hasPrefix("relay:room:{"), channel.hasSuffix("}") {
             let room = String(channel.dropFirst("relay:room:{".count).dropLast())

@@ -2,7 +2,8 @@ import NIOCore
 import RelayCore
 
 /// What one node publishes to the others on a room or user channel: a small JSON header line,
-/// then the already-encoded Engine.IO message, unchanged (encoded once, on the origin node).
+/// then the already-encoded Engine.IO message, unchanged (encoded once, on the origin node),
+/// then a binary packet's attachments (their lengths in the header's `a`, the message's in `p`).
 struct ClusterEnvelope {
     var origin: String
     var label: String
@@ -13,6 +14,7 @@ struct ClusterEnvelope {
     var coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey?
     var durable: Bool
     var payload: ByteBuffer
+    var attachments: [ByteBuffer] = []
 
     func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         var header: [(String, JSONValue)] = [("o", .string(origin)), ("l", .string(label))]
@@ -20,12 +22,17 @@ struct ClusterEnvelope {
         if let skipMembersOf { header.append(("s", .string(skipMembersOf))) }
         if let k = coalesceKey { header.append(("k", .array([.string(k.event), .string(k.room), .string(k.user)]))) }
         if durable { header.append(("d", true)) }
+        if !attachments.isEmpty {
+            header.append(("p", .int(Int64(payload.readableBytes))))
+            header.append(("a", .array(attachments.map { .int(Int64($0.readableBytes)) })))
+        }
         let head = JSONWriter.bytes(.object(header))
-        var out = allocator.buffer(capacity: head.count + 1 + payload.readableBytes)
+        var out = allocator.buffer(capacity: head.count + 1 + attachments.reduce(payload.readableBytes) { $0 + $1.readableBytes })
         out.writeBytes(head)
         out.writeInteger(UInt8(ascii: "\n"))
         var p = payload
         out.writeBuffer(&p)
+        for var attachment in attachments { out.writeBuffer(&attachment) }
         return out
     }
 
@@ -37,12 +44,23 @@ struct ClusterEnvelope {
         else { return nil }
         var payload = buffer
         payload.moveReaderIndex(forwardBy: newline - view.startIndex + 1)
+        var attachments: [ByteBuffer] = []
+        if let length = header["p"]?.intValue, case .array(let lengths)? = header["a"] {
+            // Malformed lengths from another node drop the envelope, never trap.
+            guard length >= 0, length <= payload.readableBytes, let message = payload.readSlice(length: Int(length)) else { return nil }
+            for item in lengths {
+                guard let n = item.intValue, n >= 0, n <= payload.readableBytes, let slice = payload.readSlice(length: Int(n)) else { return nil }
+                attachments.append(slice)
+            }
+            payload = message
+        }
         var key: OutboundQueue<OutboundMessage>.CoalesceKey?
         if case .array(let k)? = header["k"], k.count == 3, let e = k[0].stringValue, let r = k[1].stringValue, let u = k[2].stringValue {
             key = .init(event: e, room: r, user: u)
         }
         return ClusterEnvelope(
             origin: origin, label: header["l"]?.stringValue ?? "custom", excludeUser: header["x"]?.stringValue,
-            skipMembersOf: header["s"]?.stringValue, coalesceKey: key, durable: header["d"]?.boolValue ?? false, payload: payload)
+            skipMembersOf: header["s"]?.stringValue, coalesceKey: key, durable: header["d"]?.boolValue ?? false, payload: payload,
+            attachments: attachments)
     }
 }

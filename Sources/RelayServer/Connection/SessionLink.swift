@@ -39,6 +39,16 @@ enum SessionLink {
         }
     }
 
+    /// One binary message from the WebSocket: an attachment.
+    func receiveBinary(_ bytes: [UInt8]) {
+        switch self {
+        case .local(let session, _):
+            session.receiveBinary(bytes, from: .websocket)
+        case .remote(let handle, _):
+            handle.loop.execute { handle.session.value.receiveBinary(bytes, from: .websocket) }
+        }
+    }
+
     /// The WebSocket broke a rule or its peer closed it.
     func close(code: UInt16, reason: String) {
         switch self {

@@ -68,6 +68,12 @@ final class SocketSession: ConnectionSink {
         perform(session.receive(bytes, from: from, now: clock.monotonicMs(), wallMs: clock.wallMs()))
     }
 
+    /// One binary message (a WebSocket binary frame): an attachment.
+    func receiveBinary(_ bytes: [UInt8], from: EngineSession.Transport) {
+        let clock = hub.clock
+        perform(session.receiveBinary(bytes, from: from, now: clock.monotonicMs(), wallMs: clock.wallMs()))
+    }
+
     /// The transport identified by `id` is gone (the socket closed, the poller was told to go).
     func transportClosed(_ id: ObjectIdentifier) {
         if let probe, ObjectIdentifier(probe) == id {

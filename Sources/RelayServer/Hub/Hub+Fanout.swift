@@ -10,7 +10,10 @@ extension Hub {
     /// Encodes an event once and delivers it to the room. Returns the number of recipients
     /// (room members minus the excluded).
     @discardableResult
-    public func publish(room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false) -> Int {
+    public func publish(
+        room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil,
+        coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, attachments: [[UInt8]] = []
+    ) -> Int {
         let (partitions, others, deflateClients) = state.withLockedValue { s in
             let count = s.rooms.memberCount(room: room)
             let excluded = excludeConnection.map { s.rooms.isMember(room: room, connection: $0) } ?? false
@@ -18,7 +21,9 @@ extension Hub {
         }
         // Nobody else in the room (and no other node to tell): do not even encode.
         guard others > 0 || cluster != nil else { return 0 }
-        let message = makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: deflateClients)
+        let message = attachments.isEmpty
+            ? makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: deflateClients)
+            : makeBinaryMessage(name, payload, attachments: attachments)
         deliver(room: room, message: message, partitions: partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
         cluster?.publish(room: room, message, excludeUser: excludeUser)
         return others
@@ -33,6 +38,23 @@ extension Hub {
         if deflateClients > 0, message.bytes.readableBytes >= configuration.deflateThresholdBytes {
             message.compressed = deflaters.compress(message.bytes)
         }
+        return message
+    }
+
+    /// Encodes a binary event once: the `45<n>-[…]` header and its attachments, never compressed.
+    func makeBinaryMessage(_ name: String, _ payload: JSONValue, attachments: [[UInt8]]) -> OutboundMessage {
+        let encoded = BinaryPacket.event(name: name, payload: payload, attachments: attachments).encoded()
+        let allocator = ByteBufferAllocator()
+        var header = allocator.buffer(capacity: encoded.header.count)
+        header.writeBytes(encoded.header)
+        var message = OutboundMessage(bytes: header)
+        message.attachments = encoded.attachments.map { bytes in
+            var buffer = allocator.buffer(capacity: bytes.count)
+            buffer.writeBytes(bytes)
+            return buffer
+        }
+        message.label = RelayMetrics.label(for: name)
+        message.createdAt = NIODeadline.now().uptimeNanoseconds
         return message
     }
 

@@ -16,6 +16,12 @@ public struct OutboundMessage: Sendable {
     public var label: String = "custom"
     /// When it was published (monotonic ns), for the fan-out latency metric.
     public var createdAt: UInt64 = 0
+    /// The binary attachments of a `45` packet (`bytes` is its header): WebSocket binary frames
+    /// after the header, `b<base64>` packets over polling. Shared by every recipient.
+    public var attachments: [ByteBuffer] = []
+
+    /// Bytes a socket holds for this message (the outbound queue's measure).
+    public var byteCount: Int { attachments.reduce(bytes.readableBytes) { $0 + $1.readableBytes } }
 
     public init(bytes: ByteBuffer, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false) {
         self.bytes = bytes

@@ -37,7 +37,8 @@ final class PollingTransport: SessionTransport {
     func send(_ message: OutboundMessage) {
         guard !closed else { return }
         buffer.append(message)
-        bufferedBytes += message.bytes.readableBytes + 1
+        // Attachments travel as `b<base64>` (4/3 of their size) over polling.
+        bufferedBytes += message.bytes.readableBytes + 1 + message.attachments.reduce(0) { $0 + ($1.readableBytes + 2) / 3 * 4 + 2 }
         // A poller that does not come back cannot make the buffer grow without bound.
         if bufferedBytes > hardLimitBytes { onViolation?(CloseCode.slowConsumer, "slow consumer") }
     }
@@ -128,6 +129,10 @@ final class PollingTransport: SessionTransport {
         for (i, message) in buffer.enumerated() {
             if i > 0 { out.append(Self.separator) }
             out.append(contentsOf: message.bytes.readableBytesView)
+            for attachment in message.attachments {
+                out.append(Self.separator)
+                out.append(contentsOf: EncodedBinaryPacket.pollingPacket(forAttachment: attachment.readableBytesView))
+            }
         }
         buffer.removeAll(keepingCapacity: true)
         bufferedBytes = 0

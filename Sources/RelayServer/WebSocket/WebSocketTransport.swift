@@ -100,11 +100,11 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         case .none, .pong:
             break
         case .message(let opcode, let buffer):
-            guard opcode == .text else {
-                fail(code: CloseCode.unsupportedData, reason: "binary messages are not supported")
-                return
+            if opcode == .text {
+                link?.receive(Array(buffer.readableBytesView)[...])
+            } else {
+                link?.receiveBinary(Array(buffer.readableBytesView))
             }
-            link?.receive(Array(buffer.readableBytesView)[...])
         case .ping(let data):
             answerPing(data, context: context)
         case .peerClosed(let code):
@@ -155,17 +155,26 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     func send(_ message: OutboundMessage) {
         guard !closing, let context else { return }
         if outbound.isEmpty && context.channel.isWritable {
-            context.write(wrapOutboundOut(frame(for: message, allocator: context.channel.allocator)), promise: nil)
-            needsFlush = true
+            write(message, context: context)
             return
         }
-        switch outbound.enqueue(message, bytes: message.bytes.readableBytes, key: message.coalesceKey) {
+        switch outbound.enqueue(message, bytes: message.byteCount, key: message.coalesceKey) {
         case .queued: break
         case .replaced: hub.metrics.coalesced.increment()
         case .overflow:
             hub.metrics.slowConsumerCloses.increment()
             fail(code: CloseCode.slowConsumer, reason: "slow consumer")
         }
+    }
+
+    /// Writes a message's frames: its text frame, then a binary packet's attachments, each one
+    /// binary frame, with nothing in between.
+    private func write(_ message: OutboundMessage, context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(frame(for: message, allocator: context.channel.allocator)), promise: nil)
+        for attachment in message.attachments {
+            context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: attachment)), promise: nil)
+        }
+        needsFlush = true
     }
 
     /// The frame for a message: compressed (RSV1) when this client negotiated permessage-deflate
@@ -207,8 +216,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
             needsFlush = true
         }
         while context.channel.isWritable, let message = outbound.dequeue() {
-            context.write(wrapOutboundOut(frame(for: message, allocator: context.channel.allocator)), promise: nil)
-            needsFlush = true
+            write(message, context: context)
         }
         flush()
     }
