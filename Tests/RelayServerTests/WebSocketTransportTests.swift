@@ -104,12 +104,35 @@ final class WebSocketTransportTests: XCTestCase {
         XCTAssertEqual(try s.closeCode(), CloseCode.protocolError)
     }
 
-    func testBinaryMessageCloses1003() throws {
+    func testABinaryMessageWithoutAHeaderIsAnInvalidPacket() throws {
         let h = Harness()
         let s = try h.session()
         try s.connect("alice")
         try s.sendBytes([1, 2, 3], opcode: .binary)
-        XCTAssertEqual(try s.closeCode(), CloseCode.unsupportedData)
+        let texts = try s.texts()
+        XCTAssertEqual(texts.count, 1)
+        XCTAssertTrue(texts[0].hasPrefix("42[\"error\",{\"code\":\"invalid_packet\""), texts[0])
+        XCTAssertNil(try s.closeCode())
+    }
+
+    func testABinaryEventIsForwardedWithItsAttachmentFrames() throws {
+        let h = Harness()
+        let sender = try h.session()
+        let receiver = try h.session()
+        for (s, user) in [(sender, "alice"), (receiver, "bob")] {
+            try s.connect(user)
+            try s.send("421[\"room:join\",{\"room\":\"conversation:1\"}]")
+        }
+        _ = try sender.frames()
+        _ = try receiver.frames()
+        try sender.send("451-2[\"file:shared\",{\"room\":\"conversation:1\",\"f\":{\"_placeholder\":true,\"num\":0}}]")
+        try sender.sendBytes([0, 1, 2, 255], opcode: .binary)
+        XCTAssertEqual(try sender.texts(), ["432[{\"ok\":true}]"])
+        let frames = try receiver.frames()
+        XCTAssertEqual(frames.map(\.opcode), [.text, .binary])
+        let header = String(buffer: frames[0].data)
+        XCTAssertTrue(header.hasPrefix("451-[\"file:shared\",{\"room\":\"conversation:1\",\"f\":{\"_placeholder\":true,\"num\":0},\"from\":\"alice\""), header)
+        XCTAssertEqual(Array(frames[1].data.readableBytesView), [0, 1, 2, 255])
     }
 
     func testInvalidUTF8Closes1007() throws {

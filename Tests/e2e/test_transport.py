@@ -72,13 +72,14 @@ async def test_oversized_fragmented_message_is_closed_with_1009(relay):
 
 
 @async_test
-async def test_binary_frame_is_closed_with_1003(relay):
+async def test_a_binary_frame_without_a_header_is_an_invalid_packet(relay):
     sock = await RawSocket.open(relay)
     try:
         await sock.connect_ok(mint_token("dan"))
         await sock.send(b'42["chat:ping",{"room":"conversation:bin"}]')
-        code, _ = await sock.wait_closed()
-        assert code == 1003
+        reply = await sock.recv_packet()
+        assert reply.startswith('42["error",{"code":"invalid_packet"'), reply
+        assert "binary message without a binary packet header" in reply, reply
     finally:
         await sock.close()
 
