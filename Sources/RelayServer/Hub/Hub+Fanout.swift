@@ -112,7 +112,9 @@ extension Hub {
         // Nobody else in the room and the author offline (and no other node): nothing to encode.
         if authorPartitions.isEmpty && others == 0 && cluster == nil { return }
         let payload = receipt.json.setting("from", to: .string(receipt.userID))
-        let message = makeMessage(receipt.kind.eventName, payload, durable: true, deflateClients: deflateClients)
+        // Durable as the policy table declares receipts: never coalesced or dropped silently.
+        let durable = EventPolicyTable.known[receipt.kind.eventName]?.isDurable ?? true
+        let message = makeMessage(receipt.kind.eventName, payload, durable: durable, deflateClients: deflateClients)
         cluster?.publish(room: receipt.room, message, excludeUser: nil)
         cluster?.publish(user: receipt.authorID, message, skipMembersOf: receipt.room)
         for p in Set(roomPartitions).union(authorPartitions).sorted() {
