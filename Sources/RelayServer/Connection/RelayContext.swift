@@ -53,23 +53,10 @@ public final class RelayContext: Sendable {
 enum SessionID {
     static func make() -> String {
         var rng = SystemRandomNumberGenerator()
-        let a = rng.next() as UInt64
-        let b = rng.next() as UInt64
         var bytes: [UInt8] = []
-        for v in [a, b] { for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (i * 8))) } }
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        var out: [UInt8] = []
-        var acc: UInt32 = 0
-        var bits = 0
-        for byte in bytes {
-            acc = acc << 8 | UInt32(byte)
-            bits += 8
-            while bits >= 6 {
-                bits -= 6
-                out.append(alphabet[Int((acc >> UInt32(bits)) & 63)])
-            }
+        for v in [rng.next() as UInt64, rng.next() as UInt64] {
+            for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (i * 8))) }
         }
-        if bits > 0 { out.append(alphabet[Int((acc << UInt32(6 - bits)) & 63)]) }
-        return String(decoding: out, as: UTF8.self)
+        return Base64URL.encode(bytes)
     }
 }
