@@ -32,7 +32,7 @@ struct EmitEndpoint {
         // Identifiers must be NFC: look-alike spellings are refused, never matched.
         if case .string(let user)? = to["user"], Identifier.isValid(user, maxBytes: 256) {
             recipients = hub.publish(user: user, name: event, payload: payload)
-        } else if case .string(let room)? = to["room"], EventValidator.isValidRoomName(room), Identifier.isNormalized(room) {
+        } else if case .string(let room)? = to["room"], EventValidator.isValidRoomName(room) {
             recipients = hub.publish(room: room, name: event, payload: payload)
         } else {
             return .error(.badRequest, code: "invalid_payload", message: "to must be {\"user\":…} or {\"room\":…}")

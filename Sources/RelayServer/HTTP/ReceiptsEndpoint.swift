@@ -12,8 +12,9 @@ struct ReceiptsEndpoint {
         guard let store else {
             return eventLoop.makeSucceededFuture(.error(.serviceUnavailable, code: RelayErrorCode.storeUnavailable.rawValue, message: "receipts are not enabled"))
         }
-        guard let messageID = query["messageId"], !messageID.isEmpty, messageID.utf8.count <= EventValidator.maxMessageIDLength else {
-            return eventLoop.makeSucceededFuture(.error(.badRequest, code: "invalid_payload", message: "messageId query parameter is required"))
+        guard let messageID = query["messageId"], Identifier.isValid(messageID, maxBytes: EventValidator.maxMessageIDLength) else {
+            return eventLoop.makeSucceededFuture(
+                .error(.badRequest, code: "invalid_payload", message: "messageId query parameter is required (1-\(EventValidator.maxMessageIDLength) bytes, Unicode NFC)"))
         }
         return store.receipts(messageID: messageID, limit: Self.limit, on: eventLoop).map { receipts in
             HTTPResponse.json(.ok, .object([("receipts", .array(receipts.map(\.json)))]))
