@@ -16,7 +16,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+# fuzzer,address (default): AddressSanitizer on top of Swift's own checks. FUZZ_SANITIZE=fuzzer
+# builds without it, 3-5x faster, for long campaigns over code that uses no unsafe pointers
+# (Swift's bounds and overflow traps stay on); its binaries and corpora go to .build-fuzz-noasan/.
+SANITIZE="${FUZZ_SANITIZE:-fuzzer,address}"
 OUT=.build-fuzz
+[ "$SANITIZE" = "fuzzer,address" ] || OUT=.build-fuzz-noasan
 ALL_TARGETS=(FuzzJSON FuzzPackets FuzzEventName FuzzOutboundQueue FuzzFrameScanner FuzzUpgrade FuzzJWT FuzzProxyProtocol FuzzSession FuzzBinaryPackets)
 if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL_TARGETS[@]}"); fi
 
@@ -49,7 +54,7 @@ for target in "${TARGETS[@]}"; do
         exit 2
     fi
     echo "building $target ..."
-    if ! swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name "$target" \
+    if ! swiftc -O -sanitize="$SANITIZE" -parse-as-library -module-name "$target" \
         "${SOURCES[@]}" "Fuzz/$target.swift" -o "$OUT/$target" >"$OUT/logs/$target.build.log" 2>&1; then
         grep -v "warning: Cannot export local symbol" "$OUT/logs/$target.build.log" | tail -n 40 >&2
         echo "error: building $target failed (full log: $OUT/logs/$target.build.log)" >&2
