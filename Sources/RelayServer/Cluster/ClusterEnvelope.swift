@@ -64,3 +64,13 @@ struct ClusterEnvelope {
             attachments: attachments)
     }
 }
+
+extension ClusterEnvelope {
+    /// The message to deliver on this node.
+    var message: OutboundMessage {
+        var message = OutboundMessage(bytes: payload, coalesceKey: coalesceKey, durable: durable)
+        message.attachments = attachments
+        message.label = label
+        return message
+    }
+}
