@@ -52,7 +52,8 @@ public final class RedisBroker: Broker {
     public func publish(_ message: OutboundMessage, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (OutboundMessage) -> Void) {
         let envelope = ClusterEnvelope(
             origin: bus.nodeID, label: message.label, excludeUser: routing.excludeUser, skipMembersOf: routing.skipMembersOf,
-            coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes, attachments: message.attachments
+            coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes, attachments: message.attachments,
+            originSID: message.origin
         ).encode()
         guard recoverable, keepsHistory else {
             deliver(message)

@@ -158,7 +158,8 @@ extension SocketSession {
             var missed: [(position: StreamPosition, message: OutboundMessage)] = []
             var last = firstReached
             for stream in firstReached.keys {
-                for entry in (before[stream] ?? []) + (later[stream] ?? []) {
+                // The socket's own broadcasts were never sent to it.
+                for entry in (before[stream] ?? []) + (later[stream] ?? []) where entry.message.origin != record.socketSID {
                     missed.append((StreamPosition(stream: stream, offset: entry.offset), entry.message))
                 }
                 if let newest = later[stream]?.last?.offset { last[stream] = newest }

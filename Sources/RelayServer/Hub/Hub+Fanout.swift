@@ -15,6 +15,8 @@ extension Hub {
         var deflateClients: Int
         var offsetClients: Int
         var offsetDeflateClients: Int
+        /// The socket id of the excluded sender.
+        var origin: String? = nil
     }
 
     /// Encodes an event once and delivers it to the room. Returns the number of recipients on
@@ -29,14 +31,15 @@ extension Hub {
             let excluded = excludeConnection.map { s.rooms.isMember(room: room, connection: $0) } ?? false
             return Audience(
                 partitions: s.rooms.partitions(room: room), recipients: excluded ? count - 1 : count, deflateClients: s.deflateClients,
-                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients)
+                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
         }
         let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name)
         // Nobody else in the room, nothing to keep and no other node to tell: do not even encode.
         guard audience.recipients > 0 || recoverable || cluster != nil else { return 0 }
-        let message = attachments.isEmpty
+        var message = attachments.isEmpty
             ? makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: audience.deflateClients)
             : makeBinaryMessage(name, payload, attachments: attachments)
+        message.origin = audience.origin
         broker.publish(message, to: .room(room), routing: Routing(excludeUser: excludeUser), recoverable: recoverable) { [self] published in
             let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
             deliver(room: room, message: message, partitions: audience.partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
@@ -155,7 +158,7 @@ extension Hub {
             let excluded = excludeConnection.map { s.rooms.isMember(room: receipt.room, connection: $0) } ?? false
             let room = Audience(
                 partitions: s.rooms.partitions(room: receipt.room), recipients: excluded ? count - 1 : count, deflateClients: s.deflateClients,
-                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients)
+                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
             var author = room
             author.partitions = s.directory.partitions(of: receipt.authorID)
             author.recipients = s.directory.connections(of: receipt.authorID).count
@@ -167,7 +170,8 @@ extension Hub {
         let payload = receipt.json.setting("from", to: .string(receipt.userID))
         // Durable as the policy table declares receipts: never coalesced or dropped silently.
         let durable = EventPolicyTable.known[receipt.kind.eventName]?.isDurable ?? true
-        let message = makeMessage(receipt.kind.eventName, payload, durable: durable, deflateClients: room.deflateClients)
+        var message = makeMessage(receipt.kind.eventName, payload, durable: durable, deflateClients: room.deflateClients)
+        message.origin = room.origin
         broker.publish(message, to: .room(receipt.room), routing: Routing(), recoverable: recoverable) { [self] published in
             let message = withOffsetVariant(published, offsetClients: room.offsetClients, deflate: room.offsetDeflateClients)
             deliver(room: receipt.room, message: message, partitions: room.partitions, excludeConnection: excludeConnection, excludeUser: nil)
