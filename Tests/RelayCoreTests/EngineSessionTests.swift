@@ -29,7 +29,7 @@ final class EngineSessionTests: XCTestCase {
         var s = makeSession(transport, configure: configure)
         _ = s.start(now: 0)
         _ = receive(&s, "40{\"token\":\"t\"}", from: transport)
-        _ = s.connectFinished(.success(alice), now: 0)
+        _ = s.connectFinished(.success(ConnectAnswer(user: alice)), now: 0)
         return s
     }
 
@@ -73,19 +73,19 @@ final class EngineSessionTests: XCTestCase {
     func testConnectUsesTheAuthTokenThenTheFallback() {
         var s = makeSession()
         _ = s.start(now: 0)
-        XCTAssertEqual(receive(&s, "40{\"token\":\"abc\"}"), [.authenticate(token: "abc")])
+        XCTAssertEqual(receive(&s, "40{\"token\":\"abc\"}"), [.authenticate(ConnectRequest(token: "abc"))])
         XCTAssertEqual(s.phase, .authenticating)
         XCTAssertEqual(receive(&s, "40{\"token\":\"again\"}"), [], "a CONNECT while authenticating is ignored")
         var q = makeSession()
         _ = q.start(now: 0)
-        XCTAssertEqual(receive(&q, "40"), [.authenticate(token: "from-query")])
+        XCTAssertEqual(receive(&q, "40"), [.authenticate(ConnectRequest(token: "from-query"))])
     }
 
     func testConnectAnswerAndRefusal() {
         var s = makeSession()
         _ = s.start(now: 0)
         _ = receive(&s, "40{\"token\":\"t\"}")
-        XCTAssertEqual(texts(s.connectFinished(.success(alice), now: 5)), ["40{\"sid\":\"S\"}"])
+        XCTAssertEqual(texts(s.connectFinished(.success(ConnectAnswer(user: alice)), now: 5)), ["40{\"sid\":\"S\"}"])
         XCTAssertEqual(s.user, alice)
         XCTAssertEqual(s.tick(now: 400), [], "no connect timeout once connected")
         var r = makeSession()
