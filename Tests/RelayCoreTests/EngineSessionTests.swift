@@ -222,3 +222,29 @@ final class EngineSessionTests: XCTestCase {
         XCTAssertEqual(mixed.last, .handle(.typing(room: "conversation:1", isTyping: true), ackID: nil, user: alice))
     }
 }
+
+final class EngineSessionConnectRequestTests: XCTestCase {
+    func testConnectCarriesTheRecoveryRequestAndAnswersWithPidAndRooms() {
+        var s = EngineSession(configuration: SessionConfiguration(), transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
+        _ = s.start(now: 0)
+        let actions = s.receive(ArraySlice("40{\"token\":\"t\",\"pid\":\"P\",\"offset\":\"1-0:0000000a\",\"rooms\":[\"a\"]}".utf8), from: .websocket, now: 1, wallMs: 1)
+        XCTAssertEqual(actions, [.authenticate(ConnectRequest(token: "t", wantsRecovery: true, pid: "P", offset: WireOffset("1-0:0000000a"), rooms: ["a"]))])
+        let alice = AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["*"]), expiresAt: .max)
+        let answer = ConnectAnswer(user: alice, socketSID: "OLD", pid: "P", recovered: true, rooms: [("a", "1-0:0000000a")])
+        XCTAssertEqual(s.connectFinished(.success(answer), now: 2), [.send(Array("40{\"sid\":\"OLD\",\"pid\":\"P\",\"recovered\":true,\"rooms\":{\"a\":\"1-0:0000000a\"}}".utf8))])
+        XCTAssertEqual(s.socketSID, "OLD", "a recovered session takes back its sid")
+        // A repeated CONNECT gets the same answer.
+        XCTAssertEqual(s.receive(ArraySlice("40".utf8), from: .websocket, now: 3, wallMs: 3).count, 1)
+        XCTAssertFalse(s.clientDisconnected)
+        _ = s.receive(ArraySlice("41".utf8), from: .websocket, now: 4, wallMs: 4)
+        XCTAssertTrue(s.clientDisconnected, "a DISCONNECT ends the session for good")
+    }
+
+    func testMalformedRoomsRefuseTheConnect() {
+        var s = EngineSession(configuration: SessionConfiguration(), transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
+        _ = s.start(now: 0)
+        let actions = s.receive(ArraySlice("40{\"token\":\"t\",\"rooms\":\"a\"}".utf8), from: .websocket, now: 1, wallMs: 1)
+        XCTAssertEqual(actions.count, 2)
+        XCTAssertEqual(actions.last, .close(code: CloseCode.authenticationFailed, reason: "invalid_payload"))
+    }
+}
