@@ -25,8 +25,8 @@ public final class RelayServer: Sendable {
         let loops = Array(group.makeIterator())
         let metrics = RelayMetrics()
         var cluster: ClusterBus?
+        let nodeID = configuration.nodeID ?? "node-" + TokenIssuer.randomSecret(bytes: 4)
         if let url = configuration.redisURL, let endpoint = RedisEndpoint(url: url) {
-            let nodeID = configuration.nodeID ?? "node-" + TokenIssuer.randomSecret(bytes: 4)
             var options = ClusterBus.Options()
             options.heartbeatMs = configuration.clusterHeartbeatMs
             options.nodeTTLMs = configuration.clusterHeartbeatMs * 3
@@ -34,7 +34,8 @@ public final class RelayServer: Sendable {
             logger[metadataKey: "node"] = "\(nodeID)"
             cluster = ClusterBus(nodeID: nodeID, redis: RedisClient(endpoint: endpoint, eventLoop: loops[0], logger: logger), options: options, metrics: metrics, logger: logger)
         }
-        let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, metrics: metrics, cluster: cluster, logger: logger)
+        let webhooks = Webhooks.make(settings: configuration.webhooks, nodeID: nodeID, cluster: cluster, clock: clock, metrics: metrics, logger: logger)
+        let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, metrics: metrics, cluster: cluster, webhooks: webhooks, logger: logger)
         let verifier = try await TokenVerifier(algorithm: configuration.jwt, leewaySeconds: configuration.jwtLeewaySeconds)
         var options = SQLiteReceiptStore.Options()
         options.retentionDays = configuration.receiptsRetentionDays
@@ -236,6 +237,8 @@ public final class RelayServer: Sendable {
         }
         context.logger.info("drained sockets", metadata: ["count": "\(drained)"])
         replicator?.stop()
+        // Webhooks for the sockets just closed (and this node's leftovers) go out first.
+        await hub.webhooks?.shutdown(deadline: max(NIODeadline.now() + .seconds(1), min(deadline, NIODeadline.now() + .seconds(5))))
         await hub.cluster?.stop()
         // Receipts queued before the sockets closed are committed before we exit.
         await store?.close()

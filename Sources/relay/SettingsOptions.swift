@@ -56,6 +56,15 @@ struct SettingsOptions: ParsableArguments {
     @Option(help: "redis://host:port[/db]: join the other relay nodes on this Redis.") var redis: String?
     @Option(name: .customLong("node-id"), help: "This node's id in the cluster (default: random).") var nodeID: String?
     @Option(name: .customLong("cluster-heartbeat-ms"), help: "Cluster heartbeat, ms; a node silent for 3 heartbeats leaves presence (default 2000).") var clusterHeartbeatMs: Int?
+    @Option(name: .customLong("webhook-url"), help: "http(s) URL that receives signed webhooks; repeatable or comma-separated.") var webhookURLs: [String] = []
+    @Option(name: .customLong("webhook-secret"), help: "HMAC-SHA256 key of the X-Relay-Signature header (≥ 32 chars; required with --webhook-url).") var webhookSecret: String?
+    @Option(name: .customLong("webhook-events"), help: "Client events also sent as webhooks, comma-separated (e.g. message:read,chat:seen).") var webhookEvents: String?
+    @Option(name: .customLong("webhook-batch-size"), help: "Webhook events per request (default 100).") var webhookBatchSize: Int?
+    @Option(name: .customLong("webhook-flush-ms"), help: "Longest wait for a webhook batch to fill, ms (default 200).") var webhookFlushMs: Int?
+    @Option(name: .customLong("webhook-queue-size"), help: "Webhook events waiting per URL; beyond, new ones are dropped (default 10000).") var webhookQueueSize: Int?
+    @Option(name: .customLong("webhook-max-attempts"), help: "Attempts per webhook batch; 0 retries without end (default 12).") var webhookMaxAttempts: Int?
+    @Option(name: .customLong("webhook-max-backoff-ms"), help: "Largest webhook retry backoff, ms (default 30000).") var webhookMaxBackoffMs: Int?
+    @Option(name: .customLong("webhook-timeout-ms"), help: "Time limit of one webhook request, ms (default 10000).") var webhookTimeoutMs: Int?
     @Option(name: .customLong("metrics-key"), help: "Bearer key required by GET /metrics (≥ 16 chars); unset: /metrics is open.") var metricsKey: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical (default info).") var logLevel: String?
     @Option(name: .customLong("log-format"), help: "text or json (default text).") var logFormat: String?
@@ -84,6 +93,10 @@ struct SettingsOptions: ParsableArguments {
         put("tls-cert", tlsCert); put("tls-key", tlsKey)
         if noDeflate { f["no-deflate"] = "true" }
         put("deflate-threshold", deflateThreshold); put("echo-path", echoPath); put("drain-rate", drainRate); put("shutdown-timeout", shutdownTimeout)
+        if !webhookURLs.isEmpty { f["webhook-url"] = webhookURLs.joined(separator: ",") }
+        put("webhook-secret", webhookSecret); put("webhook-events", webhookEvents); put("webhook-batch-size", webhookBatchSize)
+        put("webhook-flush-ms", webhookFlushMs); put("webhook-queue-size", webhookQueueSize); put("webhook-max-attempts", webhookMaxAttempts)
+        put("webhook-max-backoff-ms", webhookMaxBackoffMs); put("webhook-timeout-ms", webhookTimeoutMs)
         put("redis", redis); put("node-id", nodeID); put("cluster-heartbeat-ms", clusterHeartbeatMs); put("log-level", logLevel); put("log-format", logFormat)
         return f
     }

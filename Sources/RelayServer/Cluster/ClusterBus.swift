@@ -30,6 +30,10 @@ public final class ClusterBus: @unchecked Sendable {
     var onRestatePresence: (@Sendable () -> Void)?
     /// A dead node's user is gone from a room cluster-wide (set by the hub before `start`).
     var onPresenceGone: (@Sendable (_ room: String, _ user: String) -> Void)?
+    /// Webhooks: this node claimed a dead node's sweep (set before `start`).
+    var onSweepClaimed: (@Sendable (_ node: String) -> Void)?
+    /// Webhooks: the link to Redis came (back) up (set before `start`).
+    var onLinkRestored: (@Sendable () -> Void)?
     private var heartbeatTask: RepeatedTask?
 
     static func roomChannel(_ room: String) -> String { "relay:room:{\(room)}" }
@@ -130,6 +134,7 @@ public final class ClusterBus: @unchecked Sendable {
         // Redis may have restarted empty, or swept this node while it could not beat: state
         // this node's presence again (users that reappear are announced).
         onRestatePresence?()
+        onLinkRestored?()
     }
 
     private func heartbeat() {
@@ -148,6 +153,7 @@ public final class ClusterBus: @unchecked Sendable {
         redis.send(["SET", "relay:sweep:\(dead)", nodeID, "NX", "PX", String(options.nodeTTLMs * 5)]).whenSuccess { [weak self] reply in
             guard let self, reply == .simpleString("OK") else { return }
             self.logger.warning("node presumed dead; removing its presence", metadata: ["node": "\(dead)"])
+            self.onSweepClaimed?(dead)
             self.sweep(node: dead).whenSuccess { gone in
                 for (room, user) in gone { self.onPresenceGone?(room, user) }
             }

@@ -84,6 +84,15 @@ public enum ConfigurationLoader {
         Key(name: "redis", kind: .string, secret: true, defaultValue: nil, help: "redis://host:port to join a cluster of nodes"),
         Key(name: "node-id", kind: .string, secret: false, defaultValue: nil, help: "this node's id in the cluster (default: random)"),
         Key(name: "cluster-heartbeat-ms", kind: .int, secret: false, defaultValue: "2000", help: "cluster heartbeat; a node silent for 3 heartbeats leaves presence"),
+        Key(name: "webhook-url", kind: .list, secret: false, defaultValue: nil, help: "http(s) URLs that receive signed webhooks (repeatable / comma-separated)"),
+        Key(name: "webhook-secret", kind: .string, secret: true, defaultValue: nil, help: "HMAC-SHA256 key of the webhook signature (≥ 32 chars; required with webhook-url)"),
+        Key(name: "webhook-events", kind: .list, secret: false, defaultValue: nil, help: "client events also sent as webhooks, e.g. message:read,chat:seen"),
+        Key(name: "webhook-batch-size", kind: .int, secret: false, defaultValue: "100", help: "webhook events per request"),
+        Key(name: "webhook-flush-ms", kind: .int, secret: false, defaultValue: "200", help: "longest wait for a webhook batch to fill, ms"),
+        Key(name: "webhook-queue-size", kind: .int, secret: false, defaultValue: "10000", help: "webhook events waiting per URL; beyond: dropped"),
+        Key(name: "webhook-max-attempts", kind: .int, secret: false, defaultValue: "12", help: "attempts per webhook batch (0: retry without end)"),
+        Key(name: "webhook-max-backoff-ms", kind: .int, secret: false, defaultValue: "30000", help: "largest webhook retry backoff, ms (first: 250, doubling, jittered)"),
+        Key(name: "webhook-timeout-ms", kind: .int, secret: false, defaultValue: "10000", help: "time limit of one webhook request, ms"),
         Key(name: "metrics-key", kind: .string, secret: true, defaultValue: nil, help: "bearer key required by GET /metrics (≥ 16 chars; unset: open)"),
         Key(name: "log-level", kind: .string, secret: false, defaultValue: "info", help: "trace, debug, info, notice, warning, error, critical"),
         Key(name: "log-format", kind: .string, secret: false, defaultValue: "text", help: "text or json"),
@@ -271,6 +280,18 @@ public enum ConfigurationLoader {
         }
         c.nodeID = string("node-id")
         if let v = int("cluster-heartbeat-ms", min: 50) { c.clusterHeartbeatMs = Int64(v) }
+        var webhooks = WebhookSettings()
+        webhooks.urls = list("webhook-url")
+        webhooks.secret = string("webhook-secret") ?? ""
+        webhooks.clientEvents = Set(list("webhook-events"))
+        if let v = int("webhook-batch-size", min: 1) { webhooks.batchSize = v }
+        if let v = int("webhook-flush-ms") { webhooks.flushMs = Int64(v) }
+        if let v = int("webhook-queue-size", min: 1) { webhooks.queueSize = v }
+        if let v = int("webhook-max-attempts") { webhooks.maxAttempts = v }
+        if let v = int("webhook-max-backoff-ms", min: 1) { webhooks.maxBackoffMs = Int64(v) }
+        if let v = int("webhook-timeout-ms", min: 1) { webhooks.timeoutMs = Int64(v) }
+        problems += webhooks.problems()
+        c.webhooks = webhooks
         if let key = string("metrics-key") {
             if key.utf8.count < 16 { problems.append("metrics-key: must be at least 16 characters") } else { c.metricsKey = key }
         }

@@ -115,6 +115,9 @@ public struct RelayConfiguration: Sendable {
     /// Heartbeat period; a node silent for three periods is presumed dead and leaves presence.
     public var clusterHeartbeatMs: Int64 = 2_000
 
+    /// Signed webhooks to the backend (off without a URL; docs/PROTOCOL.md §13).
+    public var webhooks = WebhookSettings()
+
     // Shutdown
     /// Sockets told to go per second during a graceful shutdown, so they do not all reconnect at once.
     public var drainRatePerSecond = 2_000

@@ -153,6 +153,7 @@ extension Hub {
     /// socket gets it once): one publish to the room's stream, one to the author's. The author
     /// id is the sender's claim: a device that may not see the room never gets it.
     public func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
+        webhooks?.clientEvent(name: receipt.kind.eventName, room: receipt.room, from: receipt.userID, payload: receipt.json, ts: receipt.ts)
         let (room, author) = state.withLockedValue { s in
             let count = s.rooms.memberCount(room: receipt.room)
             let excluded = excludeConnection.map { s.rooms.isMember(room: receipt.room, connection: $0) } ?? false

@@ -16,7 +16,10 @@ extension Hub {
             (joined, local) = try state.withLock { s throws(RoomRegistry.JoinError) in
                 let r = try s.rooms.join(room: room, connection: sink.connectionID, user: user, partition: shard.index)
                 let first = !r.alreadyMember && s.rooms.memberCount(room: room) == 1
-                if first { broker.subscribe(.room(room)) }
+                if first {
+                    broker.subscribe(.room(room))
+                    webhooks?.roomOccupancy(room, present: true)
+                }
                 let devices = s.rooms.devices(room: room, user: user)
                 return (r, PresenceUpdate(before: r.alreadyMember ? devices : devices - 1, after: devices, presence: s.rooms.presence(room: room)))
             }
@@ -79,7 +82,10 @@ extension Hub {
         let (left, ended, deadline) = state.withLockedValue { s in
             let left = s.rooms.leave(room: room, connection: id)
             if left != nil { s.typing.connectionLeft(id, room: room, now: now) }
-            if left != nil, s.rooms.memberCount(room: room) == 0 { broker.unsubscribe(.room(room)) }
+            if left != nil, s.rooms.memberCount(room: room) == 0 {
+                broker.unsubscribe(.room(room))
+                webhooks?.roomOccupancy(room, present: false)
+            }
             let ended = left != nil ? s.locations.connectionLeft(id, room: room) : []
             return (left, ended, s.typing.nextDeadline)
         }

@@ -47,14 +47,17 @@ public final class Hub: Sendable {
     public let sessions: any SessionStore
     /// Who is in each room: this node's view, or the cluster's.
     public let presenceManager: any PresenceManager
+    /// Signed webhooks (user online/offline, room occupied/vacated, allow-listed client events), when configured.
+    public let webhooks: Webhooks?
 
     public init(
         eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(),
-        cluster: ClusterBus? = nil, logger: Logger = Logger(label: "relay.hub")
+        cluster: ClusterBus? = nil, webhooks: Webhooks? = nil, logger: Logger = Logger(label: "relay.hub")
     ) {
         precondition(!eventLoops.isEmpty)
         self.metrics = metrics
         self.cluster = cluster
+        self.webhooks = webhooks
         let limits = configuration.historyLimits
         if let cluster {
             self.broker = RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs)
@@ -110,7 +113,10 @@ public final class Hub: Sendable {
                     if deflate { s.offsetDeflateClients += 1 }
                 }
                 // Under the lock, so subscribe/unsubscribe reach Redis in membership order.
-                if s.directory.connections(of: user).count == 1 { broker.subscribe(.user(user)) }
+                if s.directory.connections(of: user).count == 1 {
+                    broker.subscribe(.user(user))
+                    webhooks?.userPresence(user, present: true)
+                }
             }
             metrics.connections.increment()
         } catch {
@@ -139,8 +145,14 @@ public final class Hub: Sendable {
             s.typing.connectionClosed(id, now: now)
             let ended = s.locations.connectionClosed(id)
             let last = s.directory.connections(of: user).isEmpty
-            if last { broker.unsubscribe(.user(user)) }
-            for leave in leaves where s.rooms.memberCount(room: leave.room) == 0 { broker.unsubscribe(.room(leave.room)) }
+            if last {
+                broker.unsubscribe(.user(user))
+                webhooks?.userPresence(user, present: false)
+            }
+            for leave in leaves where s.rooms.memberCount(room: leave.room) == 0 {
+                broker.unsubscribe(.room(leave.room))
+                webhooks?.roomOccupancy(leave.room, present: false)
+            }
             return (leaves, ended, s.typing.nextDeadline)
         }
         for leave in leaves { shard.leave(room: leave.room, id) }
