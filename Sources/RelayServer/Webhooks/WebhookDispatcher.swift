@@ -66,6 +66,12 @@ final class WebhookDispatcher: Sendable {
         self.state = NIOLockedValueBox(State(targets: settings.urls.map { Target(url: $0, logURL: Self.redacted($0), queue: WebhookQueue(options: options)) }))
     }
 
+    deinit {
+        // A dispatcher dropped without `shutdown` (startup failed, tests) still closes its client;
+        // the client stays alive until that completes. After `shutdown` this is a no-op.
+        client.shutdown().whenComplete { _ in }
+    }
+
     /// `scheme://host/path` without `user:password@`.
     static func redacted(_ url: String) -> String {
         guard let scheme = url.range(of: "://") else { return url }
