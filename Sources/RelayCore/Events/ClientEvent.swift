@@ -27,6 +27,8 @@ public enum ClientEvent: Equatable, Sendable {
     /// A durable receipt: stored, acked after commit, then forwarded.
     case receipt(NewReceipt)
     case receiptSync(since: Int64, limit: Int)
+    /// A new token for the same user, before the current one expires.
+    case authRefresh(token: String)
     /// The room's recoverable events after `offset` (catch-up).
     case roomSync(room: String, offset: WireOffset, limit: Int)
 
@@ -41,6 +43,7 @@ public enum ClientEvent: Equatable, Sendable {
         case .receipt(let r): return r.kind.eventName
         case .receiptSync: return "receipt:sync"
         case .roomSync: return "room:sync"
+        case .authRefresh: return "auth:refresh"
         }
     }
 
@@ -94,6 +97,11 @@ public enum ClientEvent: Equatable, Sendable {
                 limit = Int(l)
             }
             self = .receiptSync(since: since, limit: limit)
+        case .authRefresh:
+            guard let token = payload["token"]?.stringValue, !token.isEmpty, token.utf8.count <= 8192 else {
+                throw RelayError(.invalidPayload, "auth:refresh needs {token}")
+            }
+            self = .authRefresh(token: token)
         case .roomSync:
             let room = try EventValidator.room(in: payload)
             guard let text = payload["offset"]?.stringValue, let offset = WireOffset(text) else {

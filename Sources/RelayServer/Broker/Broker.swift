@@ -31,6 +31,11 @@ public protocol Broker: AnyObject, Sendable {
     /// once, before `start`.
     func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, OutboundMessage, Routing) -> Void)
 
+    /// Sends a control message to every other node.
+    func broadcast(_ control: ControlMessage)
+    /// Receives other nodes' control messages. Set once, before `start`.
+    func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void)
+
     /// This node has (or no longer has) sockets following `stream`.
     func subscribe(_ stream: StreamKey)
     func unsubscribe(_ stream: StreamKey)

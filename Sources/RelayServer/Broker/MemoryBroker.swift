@@ -27,6 +27,8 @@ public final class MemoryBroker: Broker {
     }
 
     public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, OutboundMessage, Routing) -> Void) {}
+    public func broadcast(_ control: ControlMessage) {}
+    public func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) {}
     public func subscribe(_ stream: StreamKey) {}
     public func unsubscribe(_ stream: StreamKey) {}
 

@@ -16,6 +16,8 @@ public final class RedisBroker: Broker {
     let bus: ClusterBus
     public let limits: HistoryLimits
     private let handler = NIOLockedValueBox<(@Sendable (StreamKey, OutboundMessage, Routing) -> Void)?>(nil)
+    private let controlHandler = NIOLockedValueBox<(@Sendable (ControlMessage) -> Void)?>(nil)
+    static let controlChannel = "relay:control"
     /// Recoverable events could not be stored since this wall time (ms).
     private let gapSince = NIOLockedValueBox<Int64?>(nil)
     private let wallMs: @Sendable () -> Int64
@@ -26,6 +28,16 @@ public final class RedisBroker: Broker {
         self.wallMs = wallMs
         bus.onMessage = { [weak self] channel, payload in self?.received(channel: channel, payload: payload) }
         bus.onLinkUp = { [weak self] in self?.recordGap() }
+        bus.redis.subscribe([Self.controlChannel])
+    }
+
+    public func broadcast(_ control: ControlMessage) {
+        let body = JSONValue.object([("o", .string(bus.nodeID)), ("m", control.json)])
+        bus.publish(Self.controlChannel, ByteBuffer(bytes: JSONWriter.bytes(body)))
+    }
+
+    public func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) {
+        controlHandler.withLockedValue { $0 = handler }
     }
 
     public var keepsHistory: Bool { limits.isEnabled }
@@ -140,6 +152,13 @@ public final class RedisBroker: Broker {
 
     /// A publication from another node: `<id>\n<envelope>` for recoverable events.
     private func received(channel: String, payload: ByteBuffer) {
+        if channel == Self.controlChannel {
+            guard let json = try? JSONParser.parse(Array(payload.readableBytesView)), json["o"]?.stringValue != bus.nodeID,
+                let message = json["m"].flatMap({ ControlMessage(json: $0) }), let handler = controlHandler.withLockedValue({ $0 })
+            else { return }
+            handler(message)
+            return
+        }
         var payload = payload
         var id: StreamOffset?
         if let first = payload.readableBytesView.first, first != UInt8(ascii: "{") {

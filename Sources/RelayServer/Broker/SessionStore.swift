@@ -11,6 +11,10 @@ public protocol SessionStore: AnyObject, Sendable {
     /// Takes the record of `pid` (removing it); `nil` if there is none (expired, taken, never
     /// existed). Fails when the store cannot be reached.
     func take(pid: String, on loop: any EventLoop) -> EventLoopFuture<SessionRecord?>
+    /// Keeps a revocation where nodes that start later find it (Redis; nothing in memory).
+    func saveRevocation(user: String, cutoff: Int64, ttlSeconds: Int64)
+    /// The revocations kept for the cluster, (user, cutoff).
+    func revocations(on loop: any EventLoop) -> EventLoopFuture<[(String, Int64)]>
 }
 
 /// Sessions of a single node, in memory; expired ones are dropped as new ones come in.
@@ -51,6 +55,9 @@ public final class MemorySessionStore: SessionStore {
     }
 
     public var count: Int { state.withLockedValue { $0.count } }
+
+    public func saveRevocation(user: String, cutoff: Int64, ttlSeconds: Int64) {}
+    public func revocations(on loop: any EventLoop) -> EventLoopFuture<[(String, Int64)]> { loop.makeSucceededFuture([]) }
 }
 
 /// Sessions in Redis: `relay:session:<pid>` with the record as JSON, expiring with the window,
@@ -67,6 +74,31 @@ public final class RedisSessionStore: SessionStore {
     public func put(_ record: SessionRecord, windowMs: Int64) {
         guard redis.isUp else { return }
         _ = redis.send(["SET", Self.key(record.pid), JSONWriter.string(record.json), "PX", String(max(1, windowMs))])
+    }
+
+    /// One hash, `relay:revoked`: user → cutoff; entries past their time are dropped when read.
+    static let revokedKey = "relay:revoked"
+
+    public func saveRevocation(user: String, cutoff: Int64, ttlSeconds: Int64) {
+        _ = redis.send(["HSET", Self.revokedKey, user, "\(cutoff):\(cutoff + ttlSeconds)"])
+    }
+
+    public func revocations(on loop: any EventLoop) -> EventLoopFuture<[(String, Int64)]> {
+        redis.send(["HGETALL", Self.revokedKey]).map { reply -> [(String, Int64)] in
+            var out: [(String, Int64)] = []
+            var pairs: [(RESPValue, RESPValue)] = []
+            if case .map(let m) = reply { pairs = m } else if let flat = reply.elements {
+                var i = 0
+                while i + 1 < flat.count { pairs.append((flat[i], flat[i + 1])); i += 2 }
+            }
+            for (k, v) in pairs {
+                guard let user = k.string, let text = v.string else { continue }
+                let parts = text.split(separator: ":")
+                guard parts.count == 2, let cutoff = Int64(parts[0]) else { continue }
+                out.append((user, cutoff))
+            }
+            return out
+        }.recover { _ in [] }.hop(to: loop)
     }
 
     public func take(pid: String, on loop: any EventLoop) -> EventLoopFuture<SessionRecord?> {

@@ -35,6 +35,12 @@ extension SocketSession {
             relay.logger.info("auth failed", metadata: ["ip": "\(handshake.remoteIP)", "code": "\(error.code.rawValue)"])
             perform(session.connectFinished(.failure(error), now: now))
         case .success(let user):
+            guard !hub.isRevoked(user) else {
+                hub.metrics.authFailure(.tokenRevoked)
+                hub.metrics.connectsRefused.increment()
+                perform(session.connectFinished(.failure(RelayError(.tokenRevoked)), now: now))
+                return
+            }
             connect(user, request: request)
         }
     }
@@ -133,6 +139,9 @@ extension SocketSession {
             return nil
         case .receiptSync(let since, let limit):
             try sync(since: since, limit: limit, ackID: ackID, user: user)
+            return nil
+        case .authRefresh(let token):
+            refresh(with: token, ackID: ackID, current: user)
             return nil
         case .roomSync(let room, let offset, let limit):
             guard user.rooms.allows(room) || hub.isMember(room: room, connection: connectionID) else {

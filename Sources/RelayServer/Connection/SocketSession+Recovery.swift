@@ -65,7 +65,7 @@ extension SocketSession {
         }
         let now = hub.clock.monotonicMs()
         if plain {
-            perform(session.connectFinished(.success(ConnectAnswer(user: user)), now: now))
+            perform(session.connectFinished(.success(ConnectAnswer(user: user)), now: now, wallMs: hub.clock.wallMs()))
             logConnect(user, recovered: false)
             return
         }
@@ -83,7 +83,7 @@ extension SocketSession {
             }
             let rooms = joinedRooms.map { ($0, WireOffset(positions[.room($0)] ?? .zero, stream: .room($0)).description) }
             let answer = ConnectAnswer(user: user, pid: me.pid, recovered: false, rooms: rooms, refused: refusedRooms)
-            me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs()))
+            me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs(), wallMs: me.hub.clock.wallMs()))
             me.release(after: positions)
             me.logConnect(user, recovered: false)
         }
@@ -168,7 +168,7 @@ extension SocketSession {
             missed.sort { ($0.position.offset, $0.position.stream.name) < ($1.position.offset, $1.position.stream.name) }
             let roomOffsets = restoredRooms.map { ($0, WireOffset(last[.room($0)] ?? .zero, stream: .room($0)).description) }
             let answer = ConnectAnswer(user: user, socketSID: record.socketSID, pid: record.pid, recovered: true, rooms: roomOffsets)
-            me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs()))
+            me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs(), wallMs: me.hub.clock.wallMs()))
             for (position, message) in missed {
                 var message = message
                 message.stamp = RecoveryStamp(position: position)

@@ -306,6 +306,7 @@ final class SocketSession: ConnectionSink {
         case CloseCode.connectTimeout: return "connect_timeout"
         case CloseCode.authenticationFailed: return "auth_failed"
         case CloseCode.kicked: return "kicked"
+        case CloseCode.tokenExpired: return "token_expired"
         case CloseCode.policyViolation: return "policy_violation"
         case CloseCode.slowConsumer: return "slow_consumer"
         case CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayloadData, CloseCode.messageTooBig: return "protocol_error"

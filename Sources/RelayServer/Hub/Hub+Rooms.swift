@@ -95,6 +95,11 @@ extension Hub {
         return true
     }
 
+    /// The rooms a connection is in.
+    public func rooms(of connection: ConnectionID) -> Set<String> {
+        state.withLockedValue { $0.rooms.rooms(of: connection) }
+    }
+
     public func isMember(room: String, connection: ConnectionID) -> Bool {
         state.withLockedValue { $0.rooms.isMember(room: room, connection: connection) }
     }

@@ -47,6 +47,8 @@ public final class Hub: Sendable {
     public let sessions: any SessionStore
     /// Who is in each room: this node's view, or the cluster's.
     public let presenceManager: any PresenceManager
+    /// Users whose older tokens the backend revoked.
+    let revocations: NIOLockedValueBox<RevocationList>
 
     public init(
         eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(),
@@ -55,6 +57,7 @@ public final class Hub: Sendable {
         precondition(!eventLoops.isEmpty)
         self.metrics = metrics
         self.cluster = cluster
+        self.revocations = NIOLockedValueBox(RevocationList(ttlSeconds: configuration.revocationTTLSeconds))
         let limits = configuration.historyLimits
         if let cluster {
             self.broker = RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs)
@@ -79,7 +82,11 @@ public final class Hub: Sendable {
             ))
         self.typingTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
         self.locationTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
-        cluster?.onRestatePresence = { [weak self] in self?.republishPresence() }
+        cluster?.onRestatePresence = { [weak self] in
+            self?.republishPresence()
+            self?.loadRevocations()
+        }
+        broker.setControlHandler { [weak self] control in self?.received(control) }
         cluster?.onPresenceGone = { [weak self] room, user in self?.announceClusterLeave(room: room, user: user) }
         broker.setRemoteHandler { [weak self] stream, message, routing in self?.deliverFromCluster(stream, message, routing: routing) }
         typingTimer.setAction { [weak self] in self?.flushTyping() }

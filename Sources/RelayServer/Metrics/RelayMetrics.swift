@@ -37,9 +37,13 @@ public final class RelayMetrics: Sendable {
     /// This node's memory history (events, bytes), set at each scrape.
     let historyEvents: Meter
     let historyBytes: Meter
+    /// `auth:refresh` by result (`ok`, `refused`).
+    let tokenRefreshes: [String: Counter]
+    /// Sockets ended by the backend (`POST /api/v1/users/{user}/disconnect`), on this node.
+    let sessionsEnded: Counter
     static let recoveryResults = ["recovered", "unknown_session", "user_mismatch", "history_gone", "unavailable"]
 
-    public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "shutdown", "protocol_error", "policy_violation", "closed"]
+    public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "token_expired", "shutdown", "protocol_error", "policy_violation", "closed"]
 
     public init(registry: PrometheusRegistry = PrometheusRegistry()) {
         self.registry = registry
@@ -105,6 +109,8 @@ public final class RelayMetrics: Sendable {
         recoveries = Dictionary(uniqueKeysWithValues: Self.recoveryResults.map { ($0, Counter(label: "relay_recoveries_total", dimensions: [("result", $0)], factory: r)) })
         roomSyncs = Dictionary(uniqueKeysWithValues: ["ok", "history_unavailable"].map { ($0, Counter(label: "relay_room_sync_total", dimensions: [("result", $0)], factory: r)) })
         historyEvents = Meter(label: "relay_history_events", factory: r)
+        tokenRefreshes = Dictionary(uniqueKeysWithValues: ["ok", "refused"].map { ($0, Counter(label: "relay_token_refreshes_total", dimensions: [("result", $0)], factory: r)) })
+        sessionsEnded = Counter(label: "relay_sessions_ended_total", factory: r)
         historyBytes = Meter(label: "relay_history_bytes", factory: r)
     }
 
