@@ -206,6 +206,9 @@ final class ConnectRequestTests: XCTestCase {
         XCTAssertEqual(back.pid, "P")
         XCTAssertEqual(back.offset, WireOffset(offset: StreamOffset(ms: 5, seq: 1), tag: 10))
         XCTAssertNil(try parse("{\"token\":\"t\",\"pid\":\"P\",\"offset\":\"junk\"}").offset)
+        XCTAssertTrue(try parse("{\"token\":\"t\",\"pid\":\"P\",\"offset\":\"junk\"}").offsetIsInvalid)
+        XCTAssertTrue(try parse("{\"token\":\"t\",\"pid\":\"P\",\"offset\":12}").offsetIsInvalid)
+        XCTAssertFalse(try parse("{\"token\":\"t\",\"pid\":\"P\"}").offsetIsInvalid)
         XCTAssertEqual(try parse("{\"token\":\"t\",\"rooms\":[\"a\",\"b\",\"a\"]}").rooms, ["a", "b"])
     }
 

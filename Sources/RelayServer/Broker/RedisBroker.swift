@@ -61,6 +61,9 @@ public final class RedisBroker: Broker {
 
     public func subscribe(_ stream: StreamKey) { bus.redis.subscribe([Self.channel(stream)]) }
     public func unsubscribe(_ stream: StreamKey) { bus.redis.unsubscribe([Self.channel(stream)]) }
+    public func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        bus.redis.subscribed(Self.channel(stream)).hop(to: loop)
+    }
 
     public func publish(_ message: OutboundMessage, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (OutboundMessage) -> Void) {
         let envelope = ClusterEnvelope(
@@ -87,13 +90,12 @@ public final class RedisBroker: Broker {
             { sharded in ["EVAL", HistoryScripts.publish, "1", key, channel, maxEvents, maxAge, sharded ? "SPUBLISH" : "PUBLISH"] },
             payload: envelope
         ).whenComplete { result in
-            var message = message
-            if case .success(let reply) = result, let id = reply.string.flatMap({ StreamOffset(id: $0) }) {
-                message.stamp = RecoveryStamp(position: StreamPosition(stream: stream, offset: id))
-            } else {
-                self.storeFailed()
-                self.bus.metrics.redisDegraded.increment()
-            }
+            // Stored and published: this node's sockets get it from the channel, in stream order
+            // with every other node's events (a reply and a publication on two connections would
+            // not keep that order).
+            if case .success(let reply) = result, reply.string.flatMap({ StreamOffset(id: $0) }) != nil { return }
+            self.storeFailed()
+            self.bus.metrics.redisDegraded.increment()
             deliver(message)
         }
     }
@@ -167,7 +169,9 @@ public final class RedisBroker: Broker {
             id = offset
             payload.moveReaderIndex(forwardBy: newline - view.startIndex + 1)
         }
-        guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != bus.nodeID,
+        // This node's own plain events were delivered when published; its recoverable ones come
+        // back here, like everyone's.
+        guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != bus.nodeID || id != nil,
             let handler = handler.withLockedValue({ $0 }), let stream = Self.stream(ofChannel: channel)
         else { return }
         var message = envelope.message

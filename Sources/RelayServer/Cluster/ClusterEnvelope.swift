@@ -75,6 +75,7 @@ extension ClusterEnvelope {
         message.attachments = attachments
         message.label = label
         message.origin = originSID
+        message.skipMembersOf = skipMembersOf
         return message
     }
 }

@@ -218,7 +218,8 @@ final class SocketSession: ConnectionSink {
             transport?.send(message)
             return
         }
-        recoveryLog.record(stamp.position.stream, stamp.position.offset)
+        // In offset order per stream; one the socket already has (a replay raced it) is dropped.
+        guard recoveryLog.record(stamp.position.stream, stamp.position.offset) else { return }
         var message = message
         if let bytes = stamp.bytes {
             message.bytes = bytes

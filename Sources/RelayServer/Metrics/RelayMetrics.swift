@@ -41,7 +41,7 @@ public final class RelayMetrics: Sendable {
     let tokenRefreshes: [String: Counter]
     /// Sockets ended by the backend (`POST /api/v1/users/{user}/disconnect`), on this node.
     let sessionsEnded: Counter
-    static let recoveryResults = ["recovered", "unknown_session", "user_mismatch", "history_gone", "unavailable"]
+    static let recoveryResults = ["recovered", "unknown_session", "user_mismatch", "invalid_offset", "history_gone", "unavailable"]
 
     public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "token_expired", "shutdown", "protocol_error", "policy_violation", "closed"]
 
