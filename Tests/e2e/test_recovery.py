@@ -1,0 +1,636 @@
+"""Nothing missed across a reconnect (issue #13, PROTOCOL §12): history and offsets, Socket.IO
+connection state recovery with the stock browser client (socket.io-client 4.8.1, default options
+but its auth) and by hand, rooms in CONNECT, and `room:sync` with python-socketio.
+
+Senders are python-socketio members sending a numbered custom event, `chat:tick {room, n}`;
+"nothing missed" means the numbers a client received are exactly 1..N, once each, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+
+from browser_client import BrowserPage, browser, page_server  # noqa: F401 - fixtures
+from conftest import RelayProcess
+from helpers import ADMIN_KEY, TIMEOUT, Client, Clients, async_test, emit_api, http, make_jwt, mint_token
+from recovery_helpers import (PID, ArgsClient, RawSession, RawSessions, assert_increasing, grew, parse_offset,
+                              recoveries, metric, room_tag, user_tag)
+from test_stock_clients import sids_of
+
+RATE_FLAGS = ["--events-per-second", "1000", "--event-burst", "1000", "--rate", "custom=1000:1000"]
+RELAY_ARGS = RATE_FLAGS
+
+TICKS = 150
+PACE = 0.02  # seconds between two ticks: 150 ticks over about 3-4 s
+
+
+def unique(prefix: str) -> str:
+    """A room or user name no other test used (every stream starts empty)."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+async def send_ticks(sender: Client, room: str, first: int, last: int, pace: float = 0.0) -> None:
+    """`chat:tick {room, n}` for n = first..last, each acked, `pace` seconds apart."""
+    for n in range(first, last + 1):
+        await sender.ok("chat:tick", {"room": room, "n": n})
+        if pace:
+            await asyncio.sleep(pace)
+
+
+def tick_numbers(events) -> list[int]:
+    return [args[0]["n"] for name, args in events if name == "chat:tick"]
+
+
+def missing_report(got: list[int], expected: list[int]) -> str:
+    missing = sorted(set(expected) - set(got))
+    dups = sorted({n for n in got if got.count(n) > 1})
+    disorder = [(a, b) for a, b in zip(got, got[1:]) if b <= a]
+    return f"missing {missing}, duplicated {dups}, out of order at {disorder[:10]}; got {got}"
+
+
+async def recoveries_of(relays) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for r in relays:
+        for k, v in (await recoveries(r)).items():
+            total[k] = total.get(k, 0.0) + v
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# 1. The browser client recovers a dropped socket
+
+
+@pytest.fixture(scope="module")
+def web_relay(page_server, tmp_path_factory):  # noqa: F811 - the imported fixture
+    relay = RelayProcess(tmp_path_factory.mktemp("relay"), ["--allowed-origins", page_server.origin, *RATE_FLAGS])
+    relay.start()
+    try:
+        yield relay
+    finally:
+        relay.stop()
+
+
+async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, relays, user: str, room: str) -> str:
+    """socket.io-client with `auth: {token, recover: true}` joins `room`; a python-socketio member
+    (on `sender_relay`) sends TICKS numbered events at a steady pace; a third of the way through
+    `socket.io.engine.close()` drops the transport and the Manager reconnects by itself (with
+    `pid` and `offset`). The socket must come back recovered, with the same id, and must have
+    received 1..TICKS exactly once each, in order, each with its offset as the last argument.
+    Returns the sid."""
+    first = await page.connect("web", url, {"auth": {"token": mint_token(user), "recover": True}})
+    # socket.io-client sets `recovered` to false (not undefined) only when the answer has a pid.
+    assert first["connected"] is True and first["recovered"] is False, first
+    sid = first["id"]
+    await page.expect("web", "upgrade", transport="websocket")  # default options: polling first
+    joined = await page.ok("web", "room:join", {"room": room})
+    assert parse_offset(joined.get("offset"))[2] == room_tag(room), f"room:join ack carries the stream's offset: {joined}"
+
+    async with Clients() as c:
+        bob = await c.connect(sender_relay, unique("bob"))
+        await bob.join(room)
+        before = await recoveries_of(relays)
+        sender = asyncio.create_task(send_ticks(bob, room, 1, TICKS, PACE))
+        try:
+            await page.expect("web", "event", "chat:tick", n=TICKS // 3)
+            since = await page.mark()
+            await page.force_close("web")
+            await page.expect("web", "disconnect", since=since)
+            again = await page.connected("web", since)
+            assert again["recovered"] is True, f"not recovered: {again}"
+            assert again["id"] == sid, f"the recovered socket has the old sid {sid}: {again}"
+            await asyncio.wait_for(asyncio.shield(sender), TICKS * (PACE + 0.2) + TIMEOUT)
+        finally:
+            if not sender.done():
+                sender.cancel()
+            await asyncio.wait([sender], timeout=TIMEOUT)
+        # The last tick arrives (or the comparison below says what is missing).
+        await page.wait("web", "event", "chat:tick", since=0, timeout=TIMEOUT, n=TICKS)
+
+    seen = await page.seen("web")
+    ticks = [e for e in seen if e["kind"] == "event" and e["event"] == "chat:tick"]
+    got = [e["args"][0]["n"] for e in ticks]
+    assert got == list(range(1, TICKS + 1)), missing_report(got, list(range(1, TICKS + 1)))
+    assert all(len(e["args"]) == 2 for e in ticks), f"the offset is the last argument: {[e['args'] for e in ticks[:3]]}"
+    assert_increasing([e["args"][1] for e in ticks], room_tag(room))
+    connects = [e for e in seen if e["kind"] == "connect"]
+    assert len(connects) == 2, f"one reconnection: {connects}"
+    after = [e["args"][0]["n"] for e in ticks if e["i"] > connects[1]["i"]]
+    assert after, "the drop happened before the last tick"
+    assert not [e for e in seen if e["kind"] == "connect_error"], "no refused CONNECT"
+
+    moved = grew(before, await recoveries_of(relays))
+    assert moved == {"recovered": 1.0}, f"relay_recoveries_total moved by {moved}"
+    return sid
+
+
+@async_test
+async def test_browser_recovers_a_dropped_socket(web_relay, browser, page_server):  # noqa: F811
+    user, room = unique("web"), unique("conversation:tick")
+    page = await BrowserPage.open(browser, page_server)
+    try:
+        sid = await browser_recovery_scenario(page, web_relay.url, web_relay, [web_relay], user, room)
+        assert await sids_of(web_relay, user) == [sid], "the recovered socket is the user's only session"
+        # Still in the room, without room:join: a new event reaches it (with its offset).
+        async with Clients() as c:
+            carol = await c.connect(web_relay, unique("carol"))
+            await carol.join(room)
+            since = await page.mark()
+            await carol.ok("chat:tick", {"room": room, "n": TICKS + 1})
+            hit = await page.expect("web", "event", "chat:tick", since=since, n=TICKS + 1)
+            assert len(hit["args"]) == 2 and parse_offset(hit["args"][1])[2] == room_tag(room), hit
+        await page.disconnect("web")
+    finally:
+        await page.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Recovery by hand: every stream, in order, before anything new
+
+
+async def member(c: Clients, relay, room: str, prefix: str = "bob") -> Client:
+    m = await c.connect(relay, unique(prefix))
+    await m.join(room)
+    return m
+
+
+async def opted_in(raw: RawSessions, relay, user: str, rooms: list[str], name: str = "a", token: str | None = None):
+    """A raw socket that opted in (`recover: true`) with `rooms` in its CONNECT auth; its answer."""
+    s = await raw.open(relay, name)
+    answer = await s.connect_ok({"token": token or mint_token(user), "recover": True, "rooms": rooms})
+    assert isinstance(answer.get("sid"), str) and answer["sid"], answer
+    assert PID.match(answer.get("pid") or ""), f"pid: 24 base64url characters: {answer}"
+    assert answer.get("recovered") is False, answer
+    assert sorted(answer.get("rooms", {})) == sorted(rooms), answer
+    return s, answer
+
+
+async def reconnect(raw: RawSessions, relay, user_token: str, pid: str, offset: str | None, name: str, **extra) -> tuple[RawSession, dict]:
+    """What socket.io-client sends when it comes back: `{token, recover, pid, offset}`."""
+    s = await raw.open(relay, name)
+    auth = {"token": user_token, "recover": True, "pid": pid, **extra}
+    if offset is not None:
+        auth["offset"] = offset
+    return s, await s.connect_ok(auth)
+
+
+def last_offset(s: RawSession) -> str:
+    offsets = [args[-1] for _, args in s.events if len(args) == 2]
+    assert offsets, f"{s.name} received no event with an offset: {s.events}"
+    return offsets[-1]
+
+
+async def assert_new_session(s: RawSession, answer: dict, old: dict, rooms: list[str]) -> None:
+    """A new session: new sid and pid, `recovered:false`, in none of `rooms`, nothing replayed."""
+    assert answer.get("recovered") is False, answer
+    assert answer["sid"] != old["sid"], f"a new sid: {answer} (old {old})"
+    assert answer.get("pid") != old["pid"] and PID.match(answer.get("pid") or ""), f"a new pid: {answer} (old {old})"
+    assert not answer.get("rooms"), f"no rooms restored: {answer}"
+    await s.barrier()
+    assert s.events == [], f"nothing replayed: {s.events}"
+    for room in rooms:
+        await s.fails("room:leave", {"room": room}, "not_in_room")
+
+
+@async_test
+async def test_recovery_replays_every_stream_in_order_before_new_events(start_relay):
+    relay = start_relay(*RATE_FLAGS)
+    user, room, room2 = unique("amy"), unique("conversation:a"), unique("conversation:b")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        await bob.join(room2)
+        a, hello = await opted_in(raw, relay, user, [room, room2])
+        assert set(hello["rooms"]) == {room, room2}
+        await send_ticks(bob, room, 1, 3)
+        await a.wait_for(lambda: tick_numbers(a.events) == [1, 2, 3], "ticks 1..3")
+        offset = last_offset(a)
+        before = await recoveries(relay)
+
+        await a.drop()
+        # While it is away: ticks in both rooms, a backend event to the user, a reaction, and
+        # typing (not recoverable). A watcher sees the typing flush, so it has happened.
+        await send_ticks(bob, room, 4, 10)
+        await bob.ok("chat:tick", {"room": room2, "n": 100})
+        status, body = await emit_api(relay, "notification:new", {"user": user}, {"title": "while away"})
+        assert status == 200, body
+        await bob.ok("message:reaction", {"room": room, "messageId": "m1", "emoji": "👍", "action": "add"})
+        watcher = await member(c, relay, room, "watcher")
+        await bob.ok("typing:start", {"room": room})
+        await watcher.expect("typing:start", room=room)
+
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "a-again")
+        assert back.get("recovered") is True, f"not recovered: {back}"
+        assert back["sid"] == hello["sid"] and back["pid"] == hello["pid"], (back, hello)
+        assert set(back.get("rooms", {})) == {room, room2}, back
+        # New events after the CONNECT answer come after every replayed one.
+        await bob.ok("chat:tick", {"room": room, "n": 11})
+        await b.wait_for(lambda: 11 in tick_numbers(b.events), "the new tick 11")
+        await b.barrier()
+
+        replayed = [(n, args) for n, args in b.events if not n.startswith(("typing:", "presence:"))]
+        in_room = [(n, args) for n, args in replayed if args[0].get("room") == room]
+        assert [n for n, _ in in_room] == ["chat:tick"] * 7 + ["message:reaction", "chat:tick"], \
+            f"room {room}: the missed ticks, the reaction, then the new tick; got {b.events}"
+        assert tick_numbers(in_room) == [4, 5, 6, 7, 8, 9, 10, 11], b.events
+        assert_increasing([args[-1] for _, args in in_room], room_tag(room))
+        assert parse_offset(in_room[0][1][-1])[:2] > parse_offset(offset)[:2], "nothing already received"
+        assert [args[0]["n"] for n, args in replayed if args[0].get("room") == room2] == [100], b.events
+        notes = b.named("notification:new")
+        assert [args[0]["title"] for _, args in notes] == ["while away"], b.events
+        assert parse_offset(notes[0][1][-1])[2] == user_tag(user), notes
+        # The watcher's presence:join (recoverable) is replayed too, in its place in the room's stream.
+        joins = [i for i, (n, args) in enumerate(b.events) if n == "presence:join" and args[0].get("user") == watcher.name]
+        assert len(joins) == 1, f"the watcher's presence:join replayed once: {b.events}"
+        reaction_at = next(i for i, (n, _) in enumerate(b.events) if n == "message:reaction")
+        assert joins[0] > reaction_at, b.events
+        assert not b.named("typing:start", "typing:stop"), f"typing is not recoverable: {b.events}"
+        # The new tick (sent after the CONNECT answer) comes after everything replayed.
+        assert [e for e in b.events if not e[0].startswith("typing:")][-1] == in_room[-1], \
+            f"every replayed event before any new one: {b.events}"
+        assert all(len(args) == 2 for _, args in b.events), f"every event with its offset: {b.events}"
+
+        assert grew(before, await recoveries(relay)) == {"recovered": 1.0}
+        assert await sids_of(relay, user) == [hello["sid"]]
+        # Dropped again, it is kept again and recovers again.
+        offset = last_offset(b)
+        await b.drop()
+        await send_ticks(bob, room, 12, 13)
+        d, again = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "a-third")
+        assert again.get("recovered") is True and again["sid"] == hello["sid"], again
+        await d.wait_for(lambda: tick_numbers(d.events) == [12, 13], "ticks 12, 13")
+
+
+@async_test
+async def test_a_session_is_recovered_at_most_once(start_relay):
+    relay = start_relay(*RATE_FLAGS)
+    user, room = unique("amy"), unique("conversation:once")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await send_ticks(bob, room, 1, 2)
+        await a.wait_for(lambda: tick_numbers(a.events) == [1, 2], "ticks 1, 2")
+        offset = last_offset(a)
+        await a.drop()
+        await send_ticks(bob, room, 3, 4)
+        # Two sockets come back with the same pid at once: one recovers, the other is new.
+        s1, s2 = await raw.open(relay, "first"), await raw.open(relay, "second")
+        auth = {"token": mint_token(user), "recover": True, "pid": hello["pid"], "offset": offset}
+        answers = await asyncio.gather(s1.connect_ok(auth), s2.connect_ok(auth))
+        flags = sorted(ans.get("recovered") for ans in answers)
+        assert flags == [False, True], f"recovered exactly once: {answers}"
+        winner, loser = (s1, s2) if answers[0]["recovered"] else (s2, s1)
+        await winner.wait_for(lambda: tick_numbers(winner.events) == [3, 4], "ticks 3, 4 replayed")
+        await assert_new_session(loser, answers[1] if winner is s1 else answers[0], hello, [room])
+
+
+@async_test
+async def test_reconnect_after_the_window_is_a_new_session(start_relay):
+    window_ms = 500
+    relay = start_relay(*RATE_FLAGS, "--recovery-window-ms", str(window_ms))
+    user, room = unique("amy"), unique("conversation:late")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await send_ticks(bob, room, 1, 1)
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        offset = last_offset(a)
+        before = await recoveries(relay)
+        await a.drop()
+        await send_ticks(bob, room, 2, 4)
+        # The condition is time itself: stay away for three windows.
+        await asyncio.sleep(3 * window_ms / 1000)
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "late")
+        await assert_new_session(b, back, hello, [room])
+        assert grew(before, await recoveries(relay)) == {"unknown_session": 1.0}
+        assert await sids_of(relay, user) == [back["sid"]], "the old session is gone"
+        # And it is a working session: it can join and receive.
+        await b.ok("room:join", {"room": room})
+        await bob.ok("chat:tick", {"room": room, "n": 5})
+        await b.wait_for(lambda: tick_numbers(b.events) == [5], "tick 5, live")
+
+
+@async_test
+async def test_not_recovered_when_history_no_longer_reaches_back(start_relay):
+    relay = start_relay(*RATE_FLAGS, "--history-size", "5")
+    async with Clients() as c, RawSessions() as raw:
+        # Control: 3 missed events fit in a history of 5 — recovered.
+        user, room = unique("amy"), unique("conversation:fits")
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room], "fits")
+        await send_ticks(bob, room, 1, 2)
+        await a.wait_for(lambda: tick_numbers(a.events) == [1, 2], "ticks 1, 2")
+        offset = last_offset(a)
+        await a.drop()
+        await send_ticks(bob, room, 3, 5)
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "fits-again")
+        assert back.get("recovered") is True, back
+        await b.wait_for(lambda: tick_numbers(b.events) == [3, 4, 5], "ticks 3..5 replayed")
+
+        # 20 missed events, history of 5: not recovered, nothing replayed, no rooms.
+        user, room = unique("amy"), unique("conversation:gone")
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room], "gone")
+        await send_ticks(bob, room, 1, 2)
+        await a.wait_for(lambda: tick_numbers(a.events) == [1, 2], "ticks 1, 2")
+        offset = last_offset(a)
+        before = await recoveries(relay)
+        await a.drop()
+        await send_ticks(bob, room, 3, 22)
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "gone-again")
+        await assert_new_session(b, back, hello, [room])
+        assert grew(before, await recoveries(relay)) == {"history_gone": 1.0}
+
+
+@async_test
+async def test_recovery_never_skips_authentication(start_relay):
+    relay = start_relay(*RATE_FLAGS)
+    user, other, room = unique("amy"), unique("eve"), unique("conversation:auth")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await send_ticks(bob, room, 1, 1)
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        offset = last_offset(a)
+        await a.drop()
+        await send_ticks(bob, room, 2, 3)
+
+        # The right pid with a token that does not verify: refused like any bad token.
+        forged = make_jwt({"sub": user, "exp": 4102444800, "rooms": ["conversation:*"]}, sign_with="x" * 40)
+        s = await raw.open(relay, "forged")
+        code = await s.connect_error({"token": forged, "recover": True, "pid": hello["pid"], "offset": offset})
+        assert code == "token_bad_signature", code
+        expired = mint_token(user, ttl=-3600)
+        s = await raw.open(relay, "expired")
+        code = await s.connect_error({"token": expired, "recover": True, "pid": hello["pid"], "offset": offset})
+        assert code == "token_expired", code
+        s = await raw.open(relay, "no-token")
+        code = await s.connect_error({"recover": True, "pid": hello["pid"], "offset": offset})
+        assert code == "token_missing", code
+
+        # The right pid with another user's valid token: a new session of that other user.
+        before = await recoveries(relay)
+        e, theirs = await reconnect(raw, relay, mint_token(other), hello["pid"], offset, "other-user")
+        await assert_new_session(e, theirs, hello, [room])
+        assert grew(before, await recoveries(relay)) == {"user_mismatch": 1.0}
+        assert await sids_of(relay, other) == [theirs["sid"]]
+        assert hello["sid"] not in await sids_of(relay, other)
+
+        # Those attempts did not recover (nor end) the session: its user still can.
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "rightful")
+        assert back.get("recovered") is True and back["sid"] == hello["sid"], \
+            f"failed attempts must not consume the kept session (spec: recovered at most once): {back}"
+        await b.wait_for(lambda: tick_numbers(b.events) == [2, 3], "ticks 2, 3 replayed")
+
+
+@async_test
+async def test_recovery_rechecks_rooms_against_the_new_token(start_relay):
+    relay = start_relay(*RATE_FLAGS)
+    user, kept, lost = unique("amy"), unique("conversation:kept"), unique("conversation:lost")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, kept)
+        await bob.join(lost)
+        a, hello = await opted_in(raw, relay, user, [kept, lost])
+        await bob.ok("chat:tick", {"room": kept, "n": 1})
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        offset = last_offset(a)
+        await a.drop()
+        await bob.ok("chat:tick", {"room": kept, "n": 2})
+        await bob.ok("chat:tick", {"room": lost, "n": 3})
+        # The new token no longer allows `lost`.
+        b, back = await reconnect(raw, relay, mint_token(user, rooms=[kept]), hello["pid"], offset, "narrower")
+        assert back.get("recovered") is True and back["sid"] == hello["sid"], back
+        assert list(back.get("rooms", {})) == [kept], f"a room it no longer may see is left out: {back}"
+        await b.barrier()
+        assert tick_numbers(b.events) == [2], f"only the allowed room's missed events: {b.events}"
+        await b.fails("room:leave", {"room": lost}, "not_in_room")
+        await bob.ok("chat:tick", {"room": lost, "n": 4})
+        await bob.ok("chat:tick", {"room": kept, "n": 5})
+        await b.wait_for(lambda: 5 in tick_numbers(b.events), "tick 5")
+        assert tick_numbers(b.events) == [2, 5], b.events
+
+
+@async_test
+async def test_own_disconnect_and_kick_are_never_recovered(start_relay):
+    relay = start_relay(*RATE_FLAGS)
+    room = unique("conversation:bye")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        for how in ("disconnect", "kick"):
+            user = unique(f"amy-{how}")
+            a, hello = await opted_in(raw, relay, user, [room], how)
+            await bob.ok("chat:tick", {"room": room, "n": 1})
+            await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+            offset = last_offset(a)
+            if how == "disconnect":
+                await a.send_disconnect()
+            else:
+                status, body = await http(relay, "DELETE", f"/admin/v1/connections/{hello['sid']}", key=ADMIN_KEY)
+                assert status in (200, 204), body
+                await asyncio.wait_for(asyncio.shield(a.closed), TIMEOUT)
+            await bob.expect("presence:leave", user=user, room=room)
+            await bob.ok("chat:tick", {"room": room, "n": 2})
+            b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, f"{how}-again")
+            await assert_new_session(b, back, hello, [room])
+
+
+@async_test
+async def test_history_size_zero_turns_recovery_off(start_relay):
+    relay = start_relay(*RATE_FLAGS, "--history-size", "0")
+    user, room = unique("amy"), unique("conversation:off")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        s = await raw.open(relay, "a")
+        hello = await s.connect_ok({"token": mint_token(user), "recover": True, "rooms": [room]})
+        await bob.ok("chat:tick", {"room": room, "n": 1})
+        await s.wait_for(lambda: tick_numbers(s.events) == [1], "tick 1")
+        args = s.events[-1][1]
+        offset = args[-1] if len(args) == 2 else None
+        await s.drop()
+        await bob.ok("chat:tick", {"room": room, "n": 2})
+        b = await raw.open(relay, "again")
+        auth = {"token": mint_token(user), "recover": True, "pid": hello.get("pid") or "A" * 24}
+        if offset is not None:
+            auth["offset"] = offset
+        back = await b.connect_ok(auth)
+        assert back.get("recovered") is not True and back["sid"] != hello["sid"], back
+        await b.barrier()
+        assert tick_numbers(b.events) == [], b.events
+
+
+# --------------------------------------------------------------------------------------------
+# Opting in, rooms in CONNECT
+
+
+@async_test
+async def test_rooms_in_connect_answer_and_offsets(start_relay):
+    relay = start_relay(*RATE_FLAGS, "--max-rooms-per-connection", "3")
+    user, room, busy = unique("amy"), unique("conversation:fresh"), unique("conversation:busy")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, busy)
+        await send_ticks(bob, busy, 1, 2)
+        s = await raw.open(relay, "a")
+        hello = await s.connect_ok({"token": mint_token(user), "rooms": [room, busy, "secret:1"]})
+        assert set(hello) == {"sid", "rooms", "refused"}, f"not opted in: no pid, no recovered: {hello}"
+        assert hello["rooms"][room] == f"0-0:{room_tag(room)}", f"an empty stream's offset: {hello}"
+        ms, seq, tag = parse_offset(hello["rooms"][busy])
+        assert tag == room_tag(busy) and (ms, seq) > (0, 0), hello
+        assert hello["refused"] == {"secret:1": "room_not_authorized"}, hello
+        assert set(hello["rooms"]) == {room, busy}
+        # In the rooms at once; events without offsets (not opted in).
+        await bob.ok("chat:tick", {"room": busy, "n": 3})
+        await s.wait_for(lambda: tick_numbers(s.events) == [3], "tick 3")
+        assert s.events[-1][1] == [s.events[-1][1][0]], f"exactly one argument: {s.events[-1]}"
+        presence = await s.ok("presence:list", {"room": busy})
+        assert {e["user"] for e in presence["presence"]} >= {user}
+        # room:join acks carry the stream's offset.
+        other = unique("conversation:other")
+        joined = await s.ok("room:join", {"room": other})
+        assert joined.get("offset") == f"0-0:{room_tag(other)}", joined
+        # Over --max-rooms-per-connection: too_many_rooms.
+        t = await raw.open(relay, "many")
+        rooms = [unique("conversation:m") for _ in range(4)]
+        answer = await t.connect({"token": mint_token(unique("amy")), "rooms": rooms})
+        if answer.startswith("44"):
+            assert json.loads(answer[2:])["data"]["code"] == "too_many_rooms", answer
+        else:
+            body = json.loads(answer[2:])
+            assert len(body.get("rooms", {})) <= 3 and "too_many_rooms" in body.get("refused", {}).values(), body
+
+
+@async_test
+async def test_clients_that_do_not_opt_in_get_no_offsets(relay):
+    room = unique("conversation:plain")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        plain = ArgsClient("plain")
+        await plain.connect(relay, {"token": mint_token(unique("py"))})
+        try:
+            await plain.ok("room:join", {"room": room})
+            await send_ticks(bob, room, 1, 3)
+            status, body = await emit_api(relay, "message:new", {"room": room}, {"text": "hi"})
+            assert status == 200, body
+            await plain.wait_for(lambda: plain.named("message:new"), "message:new")
+            got = plain.named("chat:tick", "message:new")
+            assert [len(args) for _, args in got] == [1, 1, 1, 1], f"exactly one argument: {got}"
+            assert tick_numbers(got) == [1, 2, 3]
+        finally:
+            await plain.disconnect()
+        # By hand: no pid, no recovered in the answer; events with exactly one argument.
+        s = await raw.open(relay, "plain-raw")
+        hello = await s.connect_ok({"token": mint_token(unique("raw"))})
+        assert set(hello) == {"sid"}, hello
+        await s.ok("room:join", {"room": room})
+        await bob.ok("chat:tick", {"room": room, "n": 4})
+        await s.wait_for(lambda: tick_numbers(s.events) == [4], "tick 4")
+        assert len(s.events[-1][1]) == 1, f"exactly one argument: {s.events}"
+        # Opted in by `recover: true`: a pid, recovered:false, offsets as the last argument.
+        o = await raw.open(relay, "opted")
+        hello = await o.connect_ok({"token": mint_token(unique("raw")), "recover": True})
+        assert PID.match(hello.get("pid") or "") and hello.get("recovered") is False, hello
+        await o.ok("room:join", {"room": room})
+        await bob.ok("chat:tick", {"room": room, "n": 5})
+        await o.wait_for(lambda: tick_numbers(o.events) == [5], "tick 5")
+        assert len(o.events[-1][1]) == 2 and parse_offset(o.events[-1][1][1])[2] == room_tag(room), o.events
+
+
+@async_test
+async def test_recovery_offsets_always(start_relay):
+    relay = start_relay(*RATE_FLAGS, "--recovery-offsets", "always")
+    room = unique("conversation:always")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        s = await raw.open(relay, "plain")
+        hello = await s.connect_ok({"token": mint_token(unique("raw")), "rooms": [room]})
+        assert PID.match(hello.get("pid") or "") and hello.get("recovered") is False, hello
+        await bob.ok("chat:tick", {"room": room, "n": 1})
+        await s.wait_for(lambda: tick_numbers(s.events) == [1], "tick 1")
+        assert len(s.events[-1][1]) == 2 and parse_offset(s.events[-1][1][1])[2] == room_tag(room), s.events
+
+
+# --------------------------------------------------------------------------------------------
+# python-socketio: rooms in CONNECT, offsets, room:sync
+
+
+@async_test
+async def test_python_socketio_rooms_in_connect_and_room_sync(start_relay):
+    relay = start_relay(*RATE_FLAGS)
+    user, room = unique("py"), unique("conversation:sync")
+    async with Clients() as c:
+        bob = await member(c, relay, room)
+        amy = ArgsClient("amy")
+        await amy.connect(relay, {"token": mint_token(user), "recover": True, "rooms": [room]})
+        try:
+            # In the room right after connect, without room:join; the offset is the last argument.
+            await bob.ok("chat:tick", {"room": room, "n": 1})
+            await amy.wait_for(lambda: tick_numbers(amy.named("chat:tick")) == [1], "tick 1")
+            await send_ticks(bob, room, 2, 3)
+            await amy.wait_for(lambda: tick_numbers(amy.named("chat:tick")) == [1, 2, 3], "ticks 1..3")
+            ticks = amy.named("chat:tick")
+            assert [len(args) for _, args in ticks] == [2, 2, 2], ticks
+            assert_increasing([args[1] for _, args in ticks], room_tag(room))
+            seen = ticks[-1][1][1]
+        finally:
+            await amy.disconnect()
+
+        await send_ticks(bob, room, 4, 10)
+        again = ArgsClient("amy-again")
+        await again.connect(relay, {"token": mint_token(user), "recover": True, "rooms": [room]})
+        try:
+            pages, offset, events = [], seen, []
+            for _ in range(20):  # bounded: 7 missed ticks and a few presence events, 3 per page
+                reply = await again.ok("room:sync", {"room": room, "offset": offset, "limit": 3})
+                assert reply["room"] == room and len(reply["events"]) <= 3, reply
+                pages.append(reply)
+                events += reply["events"]
+                if reply["events"]:
+                    assert reply["offset"] == reply["events"][-1][-1], f"offset: the last returned: {reply}"
+                    offset = reply["offset"]
+                if not reply["more"]:
+                    break
+            assert len(pages) >= 3 and [p["more"] for p in pages] == [True] * (len(pages) - 1) + [False], pages
+            assert all(len(p["events"]) == 3 for p in pages[:-1]), pages
+            assert_increasing([e[-1] for e in events], room_tag(room))
+            assert parse_offset(events[0][-1])[:2] > parse_offset(seen)[:2], "only events after the offset"
+            assert [e[1]["n"] for e in events if e[0] == "chat:tick"] == list(range(4, 11)), events
+            assert {e[0] for e in events} <= {"chat:tick", "presence:join", "presence:leave"}, events
+            assert [e[1]["user"] for e in events if e[0].startswith("presence:")] == [user] * len(
+                [e for e in events if e[0].startswith("presence:")]), events
+
+            # Errors: malformed offset, an offset of another stream.
+            await again.fails("room:sync", {"room": room, "offset": "yesterday"}, "invalid_payload")
+            other = unique("conversation:x")
+            await again.fails("room:sync", {"room": room, "offset": f"0-0:{room_tag(other)}"}, "invalid_payload")
+            await again.fails("room:sync", {"room": room, "offset": seen, "limit": 0}, "invalid_payload")
+            await again.fails("room:sync", {"room": room, "offset": seen, "limit": 501}, "invalid_payload")
+            await again.fails("room:sync", {"room": "secret:1", "offset": "0-0:" + room_tag("secret:1")}, "room_not_authorized")
+            assert await metric(relay, "relay_room_sync_total", result="ok") >= len(pages)
+        finally:
+            await again.disconnect()
+
+
+@async_test
+async def test_room_sync_history_unavailable(start_relay):
+    relay = start_relay(*RATE_FLAGS, "--history-size", "5")
+    user, room = unique("py"), unique("conversation:short")
+    async with Clients() as c:
+        bob = await member(c, relay, room)
+        amy = ArgsClient("amy")
+        await amy.connect(relay, {"token": mint_token(user), "recover": True, "rooms": [room]})
+        try:
+            await bob.ok("chat:tick", {"room": room, "n": 1})
+            await amy.wait_for(lambda: tick_numbers(amy.named("chat:tick")) == [1], "tick 1")
+            first = amy.named("chat:tick")[0][1][1]
+            await send_ticks(bob, room, 2, 11)
+            before = await metric(relay, "relay_room_sync_total", result="history_unavailable")
+            await amy.fails("room:sync", {"room": room, "offset": first}, "history_unavailable")
+            assert await metric(relay, "relay_room_sync_total", result="history_unavailable") == before + 1
+            # The last five are still there.
+            await amy.wait_for(lambda: len(amy.named("chat:tick")) == 11, "ticks 1..11")
+            seventh = amy.named("chat:tick")[6][1][1]
+            reply = await amy.ok("room:sync", {"room": room, "offset": seventh})
+            assert [e[1]["n"] for e in reply["events"]] == [8, 9, 10, 11] and reply["more"] is False, reply
+        finally:
+            await amy.disconnect()

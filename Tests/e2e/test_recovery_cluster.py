@@ -1,0 +1,175 @@
+"""Nothing missed across a reconnect, with two relay nodes on a real redis-server behind the
+real HAProxy config of deploy/ (PROTOCOL §12: "With `--redis` the session and the history live
+in Redis, so the client may come back to any node. While Redis is unreachable a reconnect is
+simply not recovered.")
+
+- The stock browser client through HAProxy recovers a dropped socket (HAProxy pins a client
+  address to its node, so it comes back to the same node) while its peer sends from the other
+  node.
+- A socket spoken by hand drops on node A and comes back **directly to node B**: recovered,
+  same sid, every missed event in order.
+- Redis killed: a reconnect is not recovered (new session, nothing replayed — never wrong
+  data); Redis back empty: a session from before is not recovered either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from browser_client import BrowserPage, browser, page_server  # noqa: F401 - fixtures
+from conftest import RelayProcess
+from helpers import ADMIN_KEY, Clients, async_test, emit_api, http, mint_token
+from recovery_helpers import RawSessions, assert_increasing, grew, metric, parse_offset, room_tag, user_tag
+from test_cluster import RedisServer, eventually, free_port, wait_linked
+from test_recovery import (RATE_FLAGS, assert_new_session, browser_recovery_scenario, last_offset, member,
+                           opted_in, recoveries_of, reconnect, send_ticks, tick_numbers, unique)
+from test_sticky_cluster import Balancer, home_and_other, ready_through
+
+HEARTBEAT_MS = 300
+
+
+@pytest.fixture
+def haproxy_cluster(tmp_path, page_server):  # noqa: F811 - the imported fixture
+    """Redis, relay nodes a and b (admitting the test page's origin), HAProxy in front."""
+    redis = RedisServer(free_port(), tmp_path).start()
+    nodes: list[RelayProcess] = []
+    balancer: Balancer | None = None
+    try:
+        for name in ("a", "b"):
+            d = tmp_path / name
+            d.mkdir()
+            nodes.append(RelayProcess(d, ["--redis", redis.url, "--node-id", f"node-{name}",
+                                          "--cluster-heartbeat-ms", str(HEARTBEAT_MS),
+                                          "--allowed-origins", page_server.origin, *RATE_FLAGS]).start())
+        lb_dir = tmp_path / "haproxy"
+        lb_dir.mkdir()
+        balancer = Balancer("haproxy", lb_dir, [n.port for n in nodes]).start()
+        yield redis, nodes[0], nodes[1], balancer
+    finally:
+        if balancer is not None:
+            balancer.stop()
+        for n in nodes:
+            n.stop()
+        redis.kill()
+
+
+@async_test
+async def test_browser_through_haproxy_recovers_with_the_sender_on_the_other_node(haproxy_cluster, browser, page_server):  # noqa: F811
+    redis, a, b, balancer = haproxy_cluster
+    await wait_linked(a, b)
+    await ready_through(balancer)
+    user, room = unique("web"), unique("conversation:lb")
+    page = await BrowserPage.open(browser, page_server)
+    try:
+        # Where does the browser land? Open it first (the scenario opens it), then send from the
+        # other node: the scenario takes the sender's node, so find the home with a probe socket
+        # through the same balancer (HAProxy pins by client address: every socket from
+        # 127.0.0.1 lands on the same node).
+        async with Clients() as c:
+            probe_user = unique("probe")
+            probe = await c.connect(balancer, probe_user)
+            home, other = await home_and_other(a, b, probe_user, probe.sio.get_sid())
+        sid = await browser_recovery_scenario(page, balancer.url, other, [a, b], user, room)
+        on_home, on_other = await home_and_other(a, b, user, sid)
+        assert on_home is home, "HAProxy kept the browser on its node"
+        await page.disconnect("web")
+    finally:
+        await page.close()
+    # History and sessions live in Redis: the nodes' memory history stays empty.
+    for node in (a, b):
+        assert await metric(node, "relay_history_events") == 0
+        assert await metric(node, "relay_history_bytes") == 0
+
+
+@async_test
+async def test_recovery_on_the_other_node(haproxy_cluster):
+    redis, a, b, _ = haproxy_cluster
+    await wait_linked(a, b)
+    user, room = unique("amy"), unique("conversation:move")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, b, room)  # the sender is on node B
+        s, hello = await opted_in(raw, a, user, [room], "on-a")
+        await send_ticks(bob, room, 1, 3)
+        await s.wait_for(lambda: tick_numbers(s.events) == [1, 2, 3], "ticks 1..3 across nodes")
+        offset = last_offset(s)
+        before = await recoveries_of([a, b])
+
+        await s.drop()
+        await send_ticks(bob, room, 4, 20)
+        status, body = await emit_api(a, "notification:new", {"user": user}, {"title": "while away"})
+        assert status == 200, body
+
+        t, back = await reconnect(raw, b, mint_token(user), hello["pid"], offset, "on-b")
+        assert back.get("recovered") is True, f"not recovered on the other node: {back}"
+        assert back["sid"] == hello["sid"] and back["pid"] == hello["pid"], (back, hello)
+        assert list(back.get("rooms", {})) == [room], back
+        await bob.ok("chat:tick", {"room": room, "n": 21})
+        await t.wait_for(lambda: 21 in tick_numbers(t.events), "tick 21, live")
+        await t.wait_for(lambda: t.named("notification:new"), "the user's missed notification")
+        got = tick_numbers(t.events)
+        assert got == list(range(4, 22)), f"missed ticks 4..20 then 21, in order: {got}"
+        ticks = t.named("chat:tick")
+        assert_increasing([args[-1] for _, args in ticks], room_tag(room))
+        assert parse_offset(ticks[0][1][-1])[:2] > parse_offset(offset)[:2]
+        notes = t.named("notification:new")
+        assert len(notes) == 1 and parse_offset(notes[0][1][-1])[2] == user_tag(user), notes
+        moved = grew(before, await recoveries_of([a, b]))
+        assert moved == {"recovered": 1.0}, moved
+        # The session now lives on node B, and only there.
+        assert await home_and_other(a, b, user, hello["sid"]) == (b, a)
+        # Still in the room for events sent on node A too.
+        amy_peer = await member(c, a, room, "carol")
+        await amy_peer.ok("chat:tick", {"room": room, "n": 22})
+        await t.wait_for(lambda: 22 in tick_numbers(t.events), "tick 22 from node A")
+
+
+@async_test
+async def test_no_recovery_without_redis(haproxy_cluster):
+    redis, a, b, _ = haproxy_cluster
+    await wait_linked(a, b)
+    room = unique("conversation:outage")
+    users = [unique("amy"), unique("ben")]
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, a, room)  # on node A: node-local delivery goes on without Redis
+        sessions = []
+        for user in users:
+            s, hello = await opted_in(raw, a, user, [room], user)
+            sessions.append((s, hello))
+        await send_ticks(bob, room, 1, 2)
+        for s, _ in sessions:
+            await s.wait_for(lambda s=s: tick_numbers(s.events) == [1, 2], "ticks 1, 2")
+        offsets = [last_offset(s) for s, _ in sessions]
+        for s, _ in sessions:
+            await s.drop()
+
+        redis.kill()
+
+        async def degraded():
+            status, body = await http(a, "GET", "/admin/v1/ready", key=ADMIN_KEY)
+            return status == 200 and body.get("redis") == "down"
+        await eventually(degraded, what="node A sees Redis down")
+        await send_ticks(bob, room, 3, 4)
+
+        # While Redis is unreachable: not recovered, on the same node as before.
+        before = await recoveries_of([a, b])
+        (s0, hello0), off0 = sessions[0], offsets[0]
+        t, back = await reconnect(raw, a, mint_token(users[0]), hello0["pid"], off0, "during-outage")
+        assert back.get("recovered") is not True, back
+        assert back["sid"] != hello0["sid"] and not back.get("rooms"), back
+        await t.barrier()
+        assert tick_numbers(t.events) == [], f"nothing replayed: {t.events}"
+        await t.fails("room:leave", {"room": room}, "not_in_room")
+        moved = grew(before, await recoveries_of([a, b]))
+        assert moved == {"unavailable": 1.0}, moved
+
+        # Redis back, empty: a session from before is gone with Redis's data.
+        redis.start()
+        await wait_linked(a, b)
+        (s1, hello1), off1 = sessions[1], offsets[1]
+        u, back = await reconnect(raw, b, mint_token(users[1]), hello1["pid"], off1, "after-outage")
+        await assert_new_session(u, back, hello1, [room])
+        # room:sync from an offset of the old epoch: history_unavailable.
+        await u.ok("room:join", {"room": room})
+        await u.fails("room:sync", {"room": room, "offset": off1}, "history_unavailable")
