@@ -83,6 +83,16 @@ public final class RedisClient: @unchecked Sendable {
         }
     }
 
+    /// Sends one command whose last argument is raw bytes; `args` is given whether sharded pub/sub
+    /// is in use (a script that publishes picks `SPUBLISH` or `PUBLISH`).
+    public func send(_ args: @escaping @Sendable (_ shardedPubSub: Bool) -> [String], payload: ByteBuffer) -> EventLoopFuture<RESPValue> {
+        eventLoop.flatSubmit {
+            var bytes = ByteBufferAllocator().buffer(capacity: payload.readableBytes + 256)
+            RESPParser.encodeCommand(args(self.shardedPubSub), payload: payload, into: &bytes)
+            return self.send(bytes)
+        }
+    }
+
     /// Publishes raw bytes (SPUBLISH when sharded pub/sub is available). The future tells how
     /// many subscribers got it, or fails while the link is down.
     @discardableResult

@@ -41,6 +41,11 @@ struct SettingsOptions: ParsableArguments {
     @Flag(name: .customLong("disable-custom-events"), help: "Refuse custom entity:action events.") var disableCustomEvents = false
     @Option(name: .customLong("typing-window-ms"), help: "Typing coalescing window, ms (default 100).") var typingWindowMs: Int?
     @Option(name: .customLong("typing-expiry-ms"), help: "A typing:start not refreshed for this long expires, ms (default 5000).") var typingExpiryMs: Int?
+    @Option(name: .customLong("history-size"), help: "Recoverable events kept per room and per user (default 200; 0: no history, no recovery).") var historySize: Int?
+    @Option(name: .customLong("history-ttl-ms"), help: "How long recoverable events are kept, ms (default 120000).") var historyTTLMs: Int?
+    @Option(name: .customLong("history-max-bytes"), help: "Memory history of all streams together, bytes (default 268435456).") var historyMaxBytes: Int?
+    @Option(name: .customLong("recovery-window-ms"), help: "How long a dropped session can be recovered, ms (default 120000, at most the history TTL).") var recoveryWindowMs: Int?
+    @Option(name: .customLong("recovery-offsets"), help: "opt-in (sockets that send recover:true or a pid get offsets and a pid) or always (default opt-in).") var recoveryOffsets: String?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; with --tls-key serves wss:// and https://.") var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Flag(name: .customLong("no-deflate"), help: "Do not negotiate permessage-deflate.") var noDeflate = false
@@ -74,6 +79,8 @@ struct SettingsOptions: ParsableArguments {
         put("trusted-proxies", trustedProxies)
         if disableCustomEvents { f["disable-custom-events"] = "true" }
         put("typing-window-ms", typingWindowMs); put("typing-expiry-ms", typingExpiryMs)
+        put("history-size", historySize); put("history-ttl-ms", historyTTLMs); put("history-max-bytes", historyMaxBytes)
+        put("recovery-window-ms", recoveryWindowMs); put("recovery-offsets", recoveryOffsets)
         put("tls-cert", tlsCert); put("tls-key", tlsKey)
         if noDeflate { f["no-deflate"] = "true" }
         put("deflate-threshold", deflateThreshold); put("echo-path", echoPath); put("drain-rate", drainRate); put("shutdown-timeout", shutdownTimeout)

@@ -27,6 +27,8 @@ public enum ClientEvent: Equatable, Sendable {
     /// A durable receipt: stored, acked after commit, then forwarded.
     case receipt(NewReceipt)
     case receiptSync(since: Int64, limit: Int)
+    /// The room's recoverable events after `offset` (catch-up).
+    case roomSync(room: String, offset: WireOffset, limit: Int)
 
     /// The event's name, for error replies and logs.
     public var name: String {
@@ -38,9 +40,12 @@ public enum ClientEvent: Equatable, Sendable {
         case .reaction(let b), .shareLive(let b, _), .locationUpdate(let b), .locationStop(let b), .custom(let b): return b.name
         case .receipt(let r): return r.kind.eventName
         case .receiptSync: return "receipt:sync"
+        case .roomSync: return "room:sync"
         }
     }
 
+    public static let maxRoomSyncPage = 500
+    public static let defaultRoomSyncPage = 100
     public static let maxSyncPage = 1000
     public static let defaultSyncPage = 100
 
@@ -89,6 +94,20 @@ public enum ClientEvent: Equatable, Sendable {
                 limit = Int(l)
             }
             self = .receiptSync(since: since, limit: limit)
+        case .roomSync:
+            let room = try EventValidator.room(in: payload)
+            guard let text = payload["offset"]?.stringValue, let offset = WireOffset(text) else {
+                throw RelayError(.invalidPayload, "offset must be a room offset \"<ms>-<seq>:<tag>\"")
+            }
+            guard offset.tag == StreamKey.room(room).tag else { throw RelayError(.invalidPayload, "offset is not one of \(room)'s") }
+            var limit = Self.defaultRoomSyncPage
+            if let value = payload["limit"], value != .null {
+                guard let l = value.intValue, l >= 1, l <= Int64(Self.maxRoomSyncPage) else {
+                    throw RelayError(.invalidPayload, "limit must be an integer in 1...\(Self.maxRoomSyncPage)")
+                }
+                limit = Int(l)
+            }
+            self = .roomSync(room: room, offset: offset, limit: limit)
         case .serverOnly:
             throw RelayError(.eventNotAllowed, "clients may not emit \(policy.name)")
         }

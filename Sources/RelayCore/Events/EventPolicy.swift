@@ -26,7 +26,7 @@ public struct EventPolicy: Sendable, Equatable {
 
     /// Which typed `ClientEvent` a client-sent event becomes.
     public enum Kind: Sendable, Equatable {
-        case roomJoin, roomLeave, presenceList, receiptSync
+        case roomJoin, roomLeave, presenceList, receiptSync, roomSync
         case typingStart, typingStop
         case reaction, shareLive, locationUpdate, locationStop
         case delivered, read
@@ -59,6 +59,16 @@ public struct EventPolicy: Sendable, Equatable {
     /// Durable events are stored and acked after commit; they are never coalesced.
     public var isDurable: Bool { handling == .receipt }
 
+    /// Recoverable events get an offset in their room's or user's history stream, so a client
+    /// that missed them across a reconnect gets them back. Typing and location updates are not:
+    /// the next one supersedes them.
+    public var isRecoverable: Bool {
+        switch handling {
+        case .request, .typing: return false
+        case .roomBroadcast, .receipt, .serverOnly: return kind != .locationUpdate
+        }
+    }
+
     /// The coalescing key of this event in `room` from `user`, as the table declares it:
     /// per (room, user) events share their entity's key (`typing:start` and `typing:stop` replace
     /// each other), per (room, sender) events are keyed by their full name.
@@ -84,6 +94,7 @@ public enum EventPolicyTable {
             EventPolicy(name: "room:leave", kind: .roomLeave, handling: .request, rateClass: .control),
             EventPolicy(name: "presence:list", kind: .presenceList, handling: .request, rateClass: .control),
             EventPolicy(name: "receipt:sync", kind: .receiptSync, handling: .request, rateClass: .control),
+            EventPolicy(name: "room:sync", kind: .roomSync, handling: .request, rateClass: .control),
             EventPolicy(name: "typing:start", kind: .typingStart, handling: .typing, coalescing: .perRoomUser, rateClass: .typing),
             EventPolicy(name: "typing:stop", kind: .typingStop, handling: .typing, coalescing: .perRoomUser, rateClass: .typing),
             EventPolicy(name: "message:reaction", kind: .reaction, handling: .roomBroadcast, rateClass: .reaction),
@@ -103,6 +114,12 @@ public enum EventPolicyTable {
     /// The policy for a custom `entity:action-word` event.
     public static func custom(_ name: String) -> EventPolicy {
         EventPolicy(name: name, kind: .custom, handling: .roomBroadcast, rateClass: .custom)
+    }
+
+    /// Whether an event Relay sends with this name is recoverable: as the table declares, and
+    /// custom or backend events are.
+    public static func isRecoverable(_ name: String) -> Bool {
+        known[name]?.isRecoverable ?? (name != "error")
     }
 
     /// Looks up the policy for a client-sent event name.

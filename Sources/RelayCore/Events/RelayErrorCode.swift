@@ -22,6 +22,8 @@ public enum RelayErrorCode: String, Sendable, CaseIterable, Error {
     case noLiveShare = "no_live_share"
     // Receipts
     case storeUnavailable = "store_unavailable"
+    // History
+    case historyUnavailable = "history_unavailable"
     // Authentication (CONNECT_ERROR `data.code`)
     case tokenMissing = "token_missing"
     case tokenMalformed = "token_malformed"
@@ -65,6 +67,7 @@ public enum RelayErrorCode: String, Sendable, CaseIterable, Error {
         case .authRateLimited: return "too many failed authentications; retry later"
         case .tooManyConnections: return "connection limit reached"
         case .internalError: return "internal error"
+        case .historyUnavailable: return "the room's history no longer reaches back to this offset; reload from your backend"
         }
     }
 }

@@ -33,9 +33,10 @@ public struct EngineSession: Sendable {
         case upgraded
         /// The probing WebSocket failed or timed out: close it; the session stays on polling.
         case abortProbe(reason: String)
-        /// Verify this token (checking the caller's failed-authentication budget first),
-        /// register the connection, then call `connectFinished(_:now:)`.
-        case authenticate(token: String)
+        /// Verify the request's token (checking the caller's failed-authentication budget
+        /// first), recover or register the connection, join the requested rooms, then call
+        /// `connectFinished(_:now:)`.
+        case authenticate(ConnectRequest)
         /// Run this validated client event for `user`; when `ackID` is set it gets exactly one
         /// ack (`ack(_:payload:)` or `fail(_:event:ackID:now:)`).
         case handle(ClientEvent, ackID: Int64?, user: AuthenticatedUser)
@@ -50,8 +51,9 @@ public struct EngineSession: Sendable {
     public let configuration: SessionConfiguration
     /// The Engine.IO session id (`sid` of the open packet).
     public let engineSID: String
-    /// The Socket.IO socket id (`sid` of the CONNECT answer).
-    public let socketSID: String
+    /// The Socket.IO socket id (`sid` of the CONNECT answer); a recovered session takes back
+    /// its old one.
+    public private(set) var socketSID: String
     public private(set) var phase = Phase.awaitingConnect
     public private(set) var transport: Transport
     /// A WebSocket is being probed to replace the polling transport.
@@ -67,6 +69,11 @@ public struct EngineSession: Sendable {
     private var pongDeadline: Int64?
     private var connectDeadline: Int64?
     private var upgradeDeadline: Int64?
+    /// The client left on purpose (Socket.IO DISCONNECT `41`): its session is not kept for
+    /// recovery.
+    public private(set) var clientDisconnected = false
+    /// The CONNECT answer, repeated if the client sends CONNECT again.
+    private var answer: [UInt8]?
 
     public init(
         configuration: SessionConfiguration, transport: Transport, engineSID: String, socketSID: String,
@@ -271,7 +278,9 @@ public struct EngineSession: Sendable {
         }
         switch packet.type {
         case .connect: return receiveConnect(packet)
-        case .disconnect: return close(code: CloseCode.normal, reason: "client disconnected")
+        case .disconnect:
+            clientDisconnected = true
+            return close(code: CloseCode.normal, reason: "client disconnected")
         case .event: return receiveEvent(packet, size: size, now: now, wallMs: wallMs)
         case .ack, .connectError: return []
         case .binaryEvent, .binaryAck: return []  // the assembler returns them whole
@@ -326,31 +335,34 @@ public struct EngineSession: Sendable {
         switch phase {
         case .connected:
             // A repeated CONNECT is answered again; nothing changes.
-            return [.send(connectAnswer())]
+            return answer.map { [.send($0)] } ?? []
         case .authenticating, .closed:
             return []
         case .awaitingConnect:
             phase = .authenticating
-            let token = packet.data?["token"]?.stringValue ?? fallbackToken ?? ""
-            return [.authenticate(token: token)]
+            do throws(RelayError) {
+                let request = try ConnectRequest(data: packet.data, fallbackToken: fallbackToken, maxRooms: configuration.maxRoomsInConnect)
+                return [.authenticate(request)]
+            } catch {
+                return refuseConnect(error)
+            }
         }
     }
 
-    /// The token was verified and the connection registered (`.success`), or not.
-    public mutating func connectFinished(_ result: Result<AuthenticatedUser, RelayError>, now: Int64) -> [Action] {
+    /// The token was verified and the connection recovered or registered (`.success`), or not.
+    public mutating func connectFinished(_ result: Result<ConnectAnswer, RelayError>, now: Int64) -> [Action] {
         guard phase == .authenticating else { return [] }
         switch result {
         case .failure(let error):
             return refuseConnect(error)
-        case .success(let user):
-            phase = .connected(user)
+        case .success(let outcome):
+            phase = .connected(outcome.user)
             connectDeadline = nil
-            return [.send(connectAnswer())]
+            if let sid = outcome.socketSID { socketSID = sid }
+            let bytes = SocketPacket(type: .connect, data: outcome.json(sid: socketSID)).encodedMessage()
+            answer = bytes
+            return [.send(bytes)]
         }
-    }
-
-    private func connectAnswer() -> [UInt8] {
-        SocketPacket(type: .connect, data: .object([("sid", .string(socketSID))])).encodedMessage()
     }
 
     /// CONNECT_ERROR (`44{…}`), then close with 4003.

@@ -20,5 +20,8 @@ public struct SessionConfiguration: Sendable, Equatable {
     /// Error replies a connection may cause before it is closed with 1008.
     public var errorReplies = EventRateLimiter.Budget(perSecond: 5, burst: 20)
 
+    /// Rooms a CONNECT may name (`rooms` in its auth).
+    public var maxRoomsInConnect = 100
+
     public init() {}
 }

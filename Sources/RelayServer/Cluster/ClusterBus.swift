@@ -44,7 +44,7 @@ public final class ClusterBus: @unchecked Sendable {
     func start() {
         metrics.redisLinkUp.set(0)
         redis.start(
-            onMessage: { [weak self] channel, payload in self?.received(channel: channel, payload: payload) },
+            onMessage: { [weak self] channel, payload in self?.onMessage?(channel, payload) },
             onLinkChange: { [weak self] up in self?.linkChanged(up) })
         heartbeatTask = eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(options.heartbeatMs), delay: .milliseconds(options.heartbeatMs)) { [weak self] _ in
             self?.heartbeat()
@@ -60,41 +60,18 @@ public final class ClusterBus: @unchecked Sendable {
 
     // MARK: Channels
 
-    func subscribe(room: String) { redis.subscribe([Self.roomChannel(room)]) }
-    func unsubscribe(room: String) { redis.unsubscribe([Self.roomChannel(room)]) }
-    func subscribe(user: String) { redis.subscribe([Self.userChannel(user)]) }
-    func unsubscribe(user: String) { redis.unsubscribe([Self.userChannel(user)]) }
+    /// Publications on this node's channels (set by the `RedisBroker`).
+    var onMessage: (@Sendable (String, ByteBuffer) -> Void)?
+    /// Called when the link to Redis comes back.
+    var onLinkUp: (@Sendable () -> Void)?
 
-    /// Sends an encoded room event to the other nodes with members in the room.
-    func publish(room: String, _ message: OutboundMessage, excludeUser: String?) {
-        publish(Self.roomChannel(room), ClusterEnvelope(origin: nodeID, label: message.label, excludeUser: excludeUser, coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes, attachments: message.attachments))
-    }
-
-    /// Sends an encoded event to the user's devices on other nodes.
-    func publish(user: String, _ message: OutboundMessage, skipMembersOf room: String? = nil) {
-        publish(Self.userChannel(user), ClusterEnvelope(origin: nodeID, label: message.label, skipMembersOf: room, coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes, attachments: message.attachments))
-    }
-
-    private func publish(_ channel: String, _ envelope: ClusterEnvelope) {
+    /// Publishes an envelope; counts it as degraded when Redis cannot take it.
+    func publish(_ channel: String, _ envelope: ByteBuffer) {
         guard redis.isUp else {
             metrics.redisDegraded.increment()
             return
         }
-        redis.publish(channel, envelope.encode()).whenFailure { [metrics] _ in metrics.redisDegraded.increment() }
-    }
-
-    private func received(channel: String, payload: ByteBuffer) {
-        guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != nodeID, let hub else { return }
-        var message = OutboundMessage(bytes: envelope.payload, coalesceKey: envelope.coalesceKey, durable: envelope.durable)
-        message.attachments = envelope.attachments
-        message.label = envelope.label
-        if channel.hasPrefix("relay:room:{"), channel.hasSuffix("}") {
-            let room = String(channel.dropFirst("relay:room:{".count).dropLast())
-            hub.deliverFromCluster(room: room, message, excludeUser: envelope.excludeUser)
-        } else if channel.hasPrefix("relay:user:{"), channel.hasSuffix("}") {
-            let user = String(channel.dropFirst("relay:user:{".count).dropLast())
-            hub.deliverFromCluster(user: user, message, skipMembersOf: envelope.skipMembersOf)
-        }
+        redis.publish(channel, envelope).whenFailure { [metrics] _ in metrics.redisDegraded.increment() }
     }
 
     // MARK: Presence
@@ -149,6 +126,7 @@ public final class ClusterBus: @unchecked Sendable {
         }
         logger.info("cluster link up", metadata: ["node": "\(nodeID)"])
         heartbeat()
+        onLinkUp?()
         // Redis may have restarted empty, or swept this node while it could not beat: state
         // this node's presence again (users that reappear are announced).
         hub?.republishPresence()

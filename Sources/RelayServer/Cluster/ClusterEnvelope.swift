@@ -15,6 +15,8 @@ struct ClusterEnvelope {
     var durable: Bool
     var payload: ByteBuffer
     var attachments: [ByteBuffer] = []
+    /// The socket id of the sender the event skipped (history replays skip it too).
+    var originSID: String? = nil
 
     func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         var header: [(String, JSONValue)] = [("o", .string(origin)), ("l", .string(label))]
@@ -22,6 +24,7 @@ struct ClusterEnvelope {
         if let skipMembersOf { header.append(("s", .string(skipMembersOf))) }
         if let k = coalesceKey { header.append(("k", .array([.string(k.event), .string(k.room), .string(k.user)]))) }
         if durable { header.append(("d", true)) }
+        if let originSID { header.append(("c", .string(originSID))) }
         if !attachments.isEmpty {
             header.append(("p", .int(Int64(payload.readableBytes))))
             header.append(("a", .array(attachments.map { .int(Int64($0.readableBytes)) })))
@@ -61,6 +64,17 @@ struct ClusterEnvelope {
         return ClusterEnvelope(
             origin: origin, label: header["l"]?.stringValue ?? "custom", excludeUser: header["x"]?.stringValue,
             skipMembersOf: header["s"]?.stringValue, coalesceKey: key, durable: header["d"]?.boolValue ?? false, payload: payload,
-            attachments: attachments)
+            attachments: attachments, originSID: header["c"]?.stringValue)
+    }
+}
+
+extension ClusterEnvelope {
+    /// The message to deliver on this node.
+    var message: OutboundMessage {
+        var message = OutboundMessage(bytes: payload, coalesceKey: coalesceKey, durable: durable)
+        message.attachments = attachments
+        message.label = label
+        message.origin = originSID
+        return message
     }
 }

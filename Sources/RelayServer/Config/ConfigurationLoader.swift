@@ -69,6 +69,11 @@ public enum ConfigurationLoader {
         Key(name: "disable-custom-events", kind: .bool, secret: false, defaultValue: "false", help: "refuse custom events"),
         Key(name: "typing-window-ms", kind: .int, secret: false, defaultValue: "100", help: "typing coalescing window"),
         Key(name: "typing-expiry-ms", kind: .int, secret: false, defaultValue: "5000", help: "typing expiry"),
+        Key(name: "history-size", kind: .int, secret: false, defaultValue: "200", help: "recoverable events kept per room and per user (0: no history)"),
+        Key(name: "history-ttl-ms", kind: .int, secret: false, defaultValue: "120000", help: "how long recoverable events are kept"),
+        Key(name: "history-max-bytes", kind: .int, secret: false, defaultValue: "268435456", help: "memory history of all streams, bytes"),
+        Key(name: "recovery-window-ms", kind: .int, secret: false, defaultValue: "120000", help: "how long a dropped session can be recovered"),
+        Key(name: "recovery-offsets", kind: .string, secret: false, defaultValue: "opt-in", help: "opt-in or always: which sockets get offsets and a pid"),
         Key(name: "tls-cert", kind: .string, secret: false, defaultValue: nil, help: "PEM certificate chain (with tls-key: TLS)"),
         Key(name: "tls-key", kind: .string, secret: false, defaultValue: nil, help: "PEM private key"),
         Key(name: "no-deflate", kind: .bool, secret: false, defaultValue: "false", help: "do not negotiate permessage-deflate"),
@@ -236,6 +241,18 @@ public enum ConfigurationLoader {
         c.customEventsEnabled = !bool("disable-custom-events")
         if let v = int("typing-window-ms", min: 1) { c.typingWindowMs = Int64(v) }
         if let v = int("typing-expiry-ms", min: 1) { c.typingExpiryMs = Int64(v) }
+        if let v = int("history-size") { c.historyLimits.maxEvents = v }
+        if let v = int("history-ttl-ms") { c.historyLimits.maxAgeMs = Int64(v) }
+        if let v = int("history-max-bytes") { c.historyLimits.maxBytes = v }
+        if let v = int("recovery-window-ms") { c.recoveryWindowMs = Int64(v) }
+        if c.recoveryWindowMs > c.historyLimits.maxAgeMs {
+            problems.append("recovery-window-ms: at most history-ttl-ms (\(c.historyLimits.maxAgeMs)); a longer window could not be recovered")
+        }
+        switch string("recovery-offsets") {
+        case nil, "opt-in"?: c.offsetsForEverySocket = false
+        case "always"?: c.offsetsForEverySocket = true
+        case let other?: problems.append("recovery-offsets: opt-in or always, got \(other)")
+        }
         c.tlsCertificatePath = string("tls-cert")
         c.tlsKeyPath = string("tls-key")
         if (c.tlsCertificatePath == nil) != (c.tlsKeyPath == nil) { problems.append("tls-cert and tls-key go together") }

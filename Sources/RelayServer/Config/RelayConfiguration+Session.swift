@@ -13,6 +13,7 @@ extension RelayConfiguration {
         s.eventsPerSecond = eventsPerSecond
         s.eventsPerClass = eventsPerSecondByClass
         s.errorReplies = errorReplies
+        s.maxRoomsInConnect = maxRoomsPerConnection
         return s
     }
 }

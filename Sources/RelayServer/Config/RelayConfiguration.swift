@@ -78,6 +78,12 @@ public struct RelayConfiguration: Sendable {
     /// Receipts of one connection waiting for their commit; more get `rate_limited`.
     public var maxPendingReceiptsPerConnection = 256
     public var maxRoomsPerConnection = 100
+    /// Recoverable events kept per room and per user (history), for recovery and `room:sync`.
+    public var historyLimits = HistoryLimits()
+    /// How long a dropped session can be recovered (at most the history's age limit).
+    public var recoveryWindowMs: Int64 = 120_000
+    /// Every socket gets offsets and a `pid`, not only those that opt in.
+    public var offsetsForEverySocket = false
     public var maxMembersPerRoom = 10_000
     public var maxConnections = 100_000
     public var maxConnectionsPerUser = 20

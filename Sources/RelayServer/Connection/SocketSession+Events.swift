@@ -7,9 +7,9 @@ import RelayCore
 extension SocketSession {
     // MARK: CONNECT
 
-    /// Verifies the token (after the per-IP failed-authentication budget), registers the
-    /// connection, and tells the session how it went.
-    func authenticate(_ token: String) {
+    /// Verifies the token (after the per-IP failed-authentication budget), then recovers the
+    /// session or starts a new one (`SocketSession+Recovery`).
+    func authenticate(_ request: ConnectRequest) {
         let now = hub.clock.monotonicMs()
         guard relay.admission.mayAuthenticate(ip: handshake.remoteIP, now: now) else {
             hub.metrics.authFailure(.authRateLimited)
@@ -19,13 +19,13 @@ extension SocketSession {
         }
         let eventLoop = self.eventLoop
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        relay.authenticate(token, eventLoop).whenSuccess { result in
-            handler.value.authenticationCompleted(result)
+        relay.authenticate(request.token, eventLoop).whenSuccess { result in
+            handler.value.authenticationCompleted(result, request: request)
         }
     }
 
-    private func authenticationCompleted(_ result: Result<AuthenticatedUser, RelayError>) {
-        guard session.phase == .authenticating, !closing, let shard else { return }
+    private func authenticationCompleted(_ result: Result<AuthenticatedUser, RelayError>, request: ConnectRequest) {
+        guard session.phase == .authenticating, !closing else { return }
         let now = hub.clock.monotonicMs()
         switch result {
         case .failure(let error):
@@ -35,20 +35,26 @@ extension SocketSession {
             relay.logger.info("auth failed", metadata: ["ip": "\(handshake.remoteIP)", "code": "\(error.code.rawValue)"])
             perform(session.connectFinished(.failure(error), now: now))
         case .success(let user):
-            do throws(RelayError) {
-                try hub.register(self, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, ip: handshake.remoteIP)
-            } catch {
-                hub.metrics.authFailure(error.code)
-                hub.metrics.connectsRefused.increment()
-                perform(session.connectFinished(.failure(error), now: now))
-                return
-            }
-            registeredUser = user
-            hub.metrics.connectsOK.increment()
-            authenticated()
-            perform(session.connectFinished(.success(user), now: now))
-            relay.logger.info("connect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "ip": "\(handshake.remoteIP)"])
+            connect(user, request: request)
         }
+    }
+
+    /// Registers with the hub; `false` (and the CONNECT refused) when a limit says no.
+    func register(_ user: AuthenticatedUser, sid: String) -> Bool {
+        guard let shard else { return false }
+        do throws(RelayError) {
+            try hub.register(self, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, ip: handshake.remoteIP, takesOffsets: takesOffsets)
+        } catch {
+            hub.metrics.authFailure(error.code)
+            hub.metrics.connectsRefused.increment()
+            holding = nil
+            perform(session.connectFinished(.failure(error), now: hub.clock.monotonicMs()))
+            return false
+        }
+        registeredUser = user
+        hub.metrics.connectsOK.increment()
+        authenticated()
+        return true
     }
 
     // MARK: Events
@@ -76,11 +82,22 @@ extension SocketSession {
         switch event {
         case .join(let room):
             guard user.rooms.allows(room) else { throw RelayError(.roomNotAuthorized, "your token does not allow \(room)") }
+            let alreadyMember = hub.isMember(room: room, connection: connectionID)
             let presence = try hub.join(room: room, sink: self, user: user.userID, on: shard)
-            ackLater(presence.map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID, event: event.name)
+            let head = hub.broker.head(of: .room(room), on: eventLoop)
+            let handler = NIOLoopBound(self, eventLoop: eventLoop)
+            let reply = presence.and(head).map { presence, head -> JSONValue in
+                if !alreadyMember { handler.value.follow(.room(room), from: head) }
+                return .object([
+                    ("ok", true), ("room", .string(room)), ("presence", .array(presence.map(\.json))),
+                    ("offset", .string(WireOffset(head, stream: .room(room)).description)),
+                ])
+            }
+            ackLater(reply, ackID: ackID, event: event.name)
             return nil
         case .leave(let room):
             guard hub.leave(room: room, connection: connectionID, on: shard) else { throw RelayError(.notInRoom) }
+            recoveryLog.unfollow(.room(room))
             return ok
         case .presence(let room):
             guard user.rooms.allows(room) || hub.isMember(room: room, connection: connectionID) else {
@@ -116,6 +133,12 @@ extension SocketSession {
             return nil
         case .receiptSync(let since, let limit):
             try sync(since: since, limit: limit, ackID: ackID, user: user)
+            return nil
+        case .roomSync(let room, let offset, let limit):
+            guard user.rooms.allows(room) || hub.isMember(room: room, connection: connectionID) else {
+                throw RelayError(.roomNotAuthorized, "your token does not allow \(room)")
+            }
+            syncRoom(room, after: offset, limit: limit, ackID: ackID)
             return nil
         }
     }

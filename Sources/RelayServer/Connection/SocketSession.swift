@@ -24,6 +24,15 @@ final class SocketSession: ConnectionSink {
     var registeredUser: AuthenticatedUser?
     /// Receipts of this connection waiting for their commit.
     var pendingReceipts = 0
+    /// This socket takes offsets (opted in to recovery): recoverable events reach it with their
+    /// offset as the last argument, and `recoveryLog` tracks where it stands.
+    var takesOffsets = false
+    /// The private session id (only for sockets that take offsets).
+    var pid: String?
+    var recoveryLog = RecoveryLog()
+    /// While CONNECT is being set up (rooms joined, missed events read), hub deliveries wait here
+    /// so that the CONNECT answer and the missed events go first.
+    var holding: [OutboundMessage]?
     /// Called once when the session ended (the polling registry forgets it).
     var onEnd: (() -> Void)?
     /// Called once when CONNECT succeeded (polling requests may then be larger).
@@ -124,7 +133,7 @@ final class SocketSession: ConnectionSink {
             case .abortProbe(let reason):
                 probe?.close(code: CloseCode.protocolError, reason: reason)
                 probe = nil
-            case .authenticate(let token): authenticate(token)
+            case .authenticate(let request): authenticate(request)
             case .handle(let event, let ackID, let user): handle(event, ackID: ackID, user: user)
             case .close(let code, let reason): closeTransport(code: code, reason: reason)
             case .received(let name): hub.metrics.eventIn(name)
@@ -184,13 +193,40 @@ final class SocketSession: ConnectionSink {
         return buffer
     }
 
-    /// Writes an Engine.IO text packet that is not shared with other sockets.
+    /// Writes an Engine.IO text packet of this socket's own (an answer, an ack, a ping): never
+    /// held back behind hub deliveries.
     func sendText(_ bytes: [UInt8]) {
-        enqueue(OutboundMessage(bytes: buffer(bytes)))
+        guard !closing else { return }
+        transport?.send(OutboundMessage(bytes: buffer(bytes)))
     }
 
+    /// A hub delivery: held while CONNECT is set up, else written (with its offset for a socket
+    /// that takes offsets).
     func enqueue(_ message: OutboundMessage) {
         guard !closing else { return }
+        if holding != nil {
+            holding?.append(message)
+            return
+        }
+        write(message)
+    }
+
+    /// Writes a hub message: a socket that takes offsets gets the bytes with the offset, and
+    /// records where it stands in the stream.
+    func write(_ message: OutboundMessage) {
+        guard takesOffsets, let stamp = message.stamp else {
+            transport?.send(message)
+            return
+        }
+        recoveryLog.record(stamp.position.stream, stamp.position.offset)
+        var message = message
+        if let bytes = stamp.bytes {
+            message.bytes = bytes
+            message.compressed = stamp.compressed
+        } else if let bytes = RecoveryStamp.bytes(of: message.bytes, offset: stamp.position.wire) {
+            message.bytes = bytes
+            message.compressed = nil
+        }
         transport?.send(message)
     }
 
@@ -252,8 +288,10 @@ final class SocketSession: ConnectionSink {
         probe = nil
         let why = closeReason ?? "closed"
         hub.metrics.disconnect(reason: why)
+        holding = nil
         if let user = registeredUser, let shard {
-            hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil)
+            keepForRecovery(user: user, reason: why)
+            hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
             relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why)"])
         }
         onEnd?()

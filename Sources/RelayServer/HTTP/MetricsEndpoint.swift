@@ -12,6 +12,9 @@ struct MetricsEndpoint {
         // 30 000 rooms as with 10.
         let sizes = hub.roomSizes()
         hub.metrics.rooms.set(sizes.rooms)
+        let history = hub.broker.memoryUsage
+        hub.metrics.historyEvents.set(history.events)
+        hub.metrics.historyBytes.set(history.bytes)
         var out = hub.metrics.registry.render()
         out += "# HELP relay_room_members Members per room, sampled at scrape\n# TYPE relay_room_members histogram\n"
         for (bound, count) in zip(RoomSizeHistogram.bounds, sizes.cumulative) {

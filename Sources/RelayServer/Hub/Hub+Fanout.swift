@@ -3,30 +3,48 @@ import NIOConcurrencyHelpers
 import NIOCore
 import RelayCore
 
-/// Fan-out: encode once, one hop per loop, and the same bytes to other nodes.
+/// Fan-out: encode once, publish once through the broker (which gives recoverable events their
+/// offset), then one hop per loop; other nodes get the same bytes from the broker.
 extension Hub {
     // MARK: Fan-out
 
-    /// Encodes an event once and delivers it to the room. Returns the number of recipients
-    /// (room members minus the excluded).
+    /// What one publish needs from the shared state, read under one lock acquisition.
+    struct Audience {
+        var partitions: [Int]
+        var recipients: Int
+        var deflateClients: Int
+        var offsetClients: Int
+        var offsetDeflateClients: Int
+        /// The socket id of the excluded sender.
+        var origin: String? = nil
+    }
+
+    /// Encodes an event once and delivers it to the room. Returns the number of recipients on
+    /// this node (room members minus the excluded).
     @discardableResult
     public func publish(
         room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil,
         coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, attachments: [[UInt8]] = []
     ) -> Int {
-        let (partitions, others, deflateClients) = state.withLockedValue { s in
+        let audience = state.withLockedValue { s in
             let count = s.rooms.memberCount(room: room)
             let excluded = excludeConnection.map { s.rooms.isMember(room: room, connection: $0) } ?? false
-            return (s.rooms.partitions(room: room), excluded ? count - 1 : count, s.deflateClients)
+            return Audience(
+                partitions: s.rooms.partitions(room: room), recipients: excluded ? count - 1 : count, deflateClients: s.deflateClients,
+                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
         }
-        // Nobody else in the room (and no other node to tell): do not even encode.
-        guard others > 0 || cluster != nil else { return 0 }
-        let message = attachments.isEmpty
-            ? makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: deflateClients)
+        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name)
+        // Nobody else in the room, nothing to keep and no other node to tell: do not even encode.
+        guard audience.recipients > 0 || recoverable || cluster != nil else { return 0 }
+        var message = attachments.isEmpty
+            ? makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: audience.deflateClients)
             : makeBinaryMessage(name, payload, attachments: attachments)
-        deliver(room: room, message: message, partitions: partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
-        cluster?.publish(room: room, message, excludeUser: excludeUser)
-        return others
+        message.origin = audience.origin
+        broker.publish(message, to: .room(room), routing: Routing(excludeUser: excludeUser), recoverable: recoverable) { [self] published in
+            let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
+            deliver(room: room, message: message, partitions: audience.partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        }
+        return audience.recipients
     }
 
     /// Encodes an event once; compresses it once too when deflate clients are connected and
@@ -58,6 +76,18 @@ extension Hub {
         return message
     }
 
+    /// Adds the bytes with the offset to a stamped message, once, when sockets that take
+    /// offsets are connected (compressed once too when some of them negotiated deflate).
+    func withOffsetVariant(_ message: OutboundMessage, offsetClients: Int, deflate: Int) -> OutboundMessage {
+        guard offsetClients > 0, let stamp = message.stamp, stamp.bytes == nil,
+            let bytes = RecoveryStamp.bytes(of: message.bytes, offset: stamp.position.wire)
+        else { return message }
+        var message = message
+        let compressed = deflate > 0 && message.attachments.isEmpty && bytes.readableBytes >= configuration.deflateThresholdBytes ? deflaters.compress(bytes) : nil
+        message.stamp = RecoveryStamp(position: stamp.position, bytes: bytes, compressed: compressed)
+        return message
+    }
+
     /// One hop per partition: inline for the caller's loop, one `execute` for any other.
     func deliver(room: String, message: OutboundMessage, partitions: [Int], excludeConnection: ConnectionID?, excludeUser: String?) {
         for p in partitions {
@@ -79,73 +109,94 @@ extension Hub {
         }
     }
 
-    /// Delivers an event to every connected device of `user`. Returns the number of sockets.
+    /// Delivers an event to every connected device of `user`. Returns the number of sockets on
+    /// this node.
     @discardableResult
     public func publish(user: String, name: String, payload: JSONValue, durable: Bool = false) -> Int {
-        let (partitions, count, deflateClients) = state.withLockedValue { s in
-            (s.directory.partitions(of: user), s.directory.connections(of: user).count, s.deflateClients)
+        let audience = userAudience(user)
+        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name)
+        guard audience.recipients > 0 || recoverable || cluster != nil else { return 0 }
+        let message = makeMessage(name, payload, durable: durable, deflateClients: audience.deflateClients)
+        broker.publish(message, to: .user(user), routing: Routing(), recoverable: recoverable) { [self] published in
+            let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
+            deliver(user: user, message, partitions: audience.partitions, skipMembersOf: nil, excludeConnection: nil)
         }
-        guard count > 0 || cluster != nil else { return 0 }
-        let message = makeMessage(name, payload, durable: durable, deflateClients: deflateClients)
-        cluster?.publish(user: user, message)
+        return audience.recipients
+    }
+
+    func userAudience(_ user: String) -> Audience {
+        state.withLockedValue { s in
+            Audience(
+                partitions: s.directory.partitions(of: user), recipients: s.directory.connections(of: user).count, deflateClients: s.deflateClients,
+                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients)
+        }
+    }
+
+    /// One hop per partition to the user's sockets (those not in `skipMembersOf` and allowed it,
+    /// for receipts).
+    func deliver(user: String, _ message: OutboundMessage, partitions: [Int], skipMembersOf room: String?, excludeConnection: ConnectionID?) {
         for p in partitions {
             let shard = shards[p]
-            if shard.eventLoop.inEventLoop {
-                shard.deliver(user: user, message)
-            } else {
-                shard.eventLoop.execute { shard.deliver(user: user, message) }
+            let deliver: @Sendable () -> Void = {
+                if let room {
+                    shard.deliver(user: user, message, skippingMembersOf: room, excludeConnection: excludeConnection)
+                } else {
+                    shard.deliver(user: user, message)
+                }
             }
+            if shard.eventLoop.inEventLoop { deliver() } else { shard.eventLoop.execute(deliver) }
         }
-        return count
     }
 
     /// Forwards a committed receipt to its room and to the devices of the message's author
     /// whose token allows the room, the author's devices outside the room included (each
-    /// socket gets it once). The author id is the sender's claim: a device that may not see
-    /// the room never gets it.
+    /// socket gets it once): one publish to the room's stream, one to the author's. The author
+    /// id is the sender's claim: a device that may not see the room never gets it.
     public func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
-        let (roomPartitions, others, authorPartitions, deflateClients) = state.withLockedValue { s in
+        let (room, author) = state.withLockedValue { s in
             let count = s.rooms.memberCount(room: receipt.room)
             let excluded = excludeConnection.map { s.rooms.isMember(room: receipt.room, connection: $0) } ?? false
-            return (s.rooms.partitions(room: receipt.room), excluded ? count - 1 : count, s.directory.partitions(of: receipt.authorID), s.deflateClients)
+            let room = Audience(
+                partitions: s.rooms.partitions(room: receipt.room), recipients: excluded ? count - 1 : count, deflateClients: s.deflateClients,
+                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
+            var author = room
+            author.partitions = s.directory.partitions(of: receipt.authorID)
+            author.recipients = s.directory.connections(of: receipt.authorID).count
+            return (room, author)
         }
-        // Nobody else in the room and the author offline (and no other node): nothing to encode.
-        if authorPartitions.isEmpty && others == 0 && cluster == nil { return }
+        let recoverable = broker.keepsHistory
+        // Nobody else in the room and the author offline (and no history, no other node).
+        if author.recipients == 0 && room.recipients == 0 && !recoverable && cluster == nil { return }
         let payload = receipt.json.setting("from", to: .string(receipt.userID))
         // Durable as the policy table declares receipts: never coalesced or dropped silently.
         let durable = EventPolicyTable.known[receipt.kind.eventName]?.isDurable ?? true
-        let message = makeMessage(receipt.kind.eventName, payload, durable: durable, deflateClients: deflateClients)
-        cluster?.publish(room: receipt.room, message, excludeUser: nil)
-        cluster?.publish(user: receipt.authorID, message, skipMembersOf: receipt.room)
-        for p in Set(roomPartitions).union(authorPartitions).sorted() {
-            let shard = shards[p]
-            let deliver: @Sendable () -> Void = {
-                shard.deliver(room: receipt.room, message, excludeConnection: excludeConnection, excludeUser: nil)
-                shard.deliver(user: receipt.authorID, message, skippingMembersOf: receipt.room, excludeConnection: excludeConnection)
-            }
-            if shard.eventLoop.inEventLoop { deliver() } else { shard.eventLoop.execute(deliver) }
+        var message = makeMessage(receipt.kind.eventName, payload, durable: durable, deflateClients: room.deflateClients)
+        message.origin = room.origin
+        broker.publish(message, to: .room(receipt.room), routing: Routing(), recoverable: recoverable) { [self] published in
+            let message = withOffsetVariant(published, offsetClients: room.offsetClients, deflate: room.offsetDeflateClients)
+            deliver(room: receipt.room, message: message, partitions: room.partitions, excludeConnection: excludeConnection, excludeUser: nil)
+        }
+        broker.publish(message, to: .user(receipt.authorID), routing: Routing(skipMembersOf: receipt.room), recoverable: recoverable) { [self] published in
+            let message = withOffsetVariant(published, offsetClients: author.offsetClients, deflate: author.offsetDeflateClients)
+            deliver(user: receipt.authorID, message, partitions: author.partitions, skipMembersOf: receipt.room, excludeConnection: excludeConnection)
         }
     }
 
     // MARK: From other nodes
 
-    /// An event another node published to a room: deliver to this node's members.
-    func deliverFromCluster(room: String, _ message: OutboundMessage, excludeUser: String?) {
-        let partitions = state.withLockedValue { $0.rooms.partitions(room: room) }
+    /// An event another node published: deliver to this node's sockets of the stream.
+    func deliverFromCluster(_ stream: StreamKey, _ message: OutboundMessage, routing: Routing) {
         var message = message
         message.createdAt = NIODeadline.now().uptimeNanoseconds
-        deliver(room: room, message: message, partitions: partitions, excludeConnection: nil, excludeUser: excludeUser)
-    }
-
-    /// An event another node published to a user: deliver to the user's sockets here.
-    func deliverFromCluster(user: String, _ message: OutboundMessage, skipMembersOf room: String?) {
-        let partitions = state.withLockedValue { $0.directory.partitions(of: user) }
-        for p in partitions {
-            let shard = shards[p]
-            let deliver: @Sendable () -> Void = {
-                if let room { shard.deliver(user: user, message, skippingMembersOf: room, excludeConnection: nil) } else { shard.deliver(user: user, message) }
-            }
-            if shard.eventLoop.inEventLoop { deliver() } else { shard.eventLoop.execute(deliver) }
+        switch stream {
+        case .room(let room):
+            let audience = state.withLockedValue { s in (s.rooms.partitions(room: room), s.offsetClients, s.offsetDeflateClients) }
+            message = withOffsetVariant(message, offsetClients: audience.1, deflate: audience.2)
+            deliver(room: room, message: message, partitions: audience.0, excludeConnection: nil, excludeUser: routing.excludeUser)
+        case .user(let user):
+            let audience = userAudience(user)
+            message = withOffsetVariant(message, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
+            deliver(user: user, message, partitions: audience.partitions, skipMembersOf: routing.skipMembersOf, excludeConnection: nil)
         }
     }
 }

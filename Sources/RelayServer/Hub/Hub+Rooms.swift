@@ -17,7 +17,7 @@ extension Hub {
             (joined, presence, devices) = try state.withLock { s throws(RoomRegistry.JoinError) in
                 let r = try s.rooms.join(room: room, connection: sink.connectionID, user: user, partition: shard.index)
                 let first = !r.alreadyMember && s.rooms.memberCount(room: room) == 1
-                if first { cluster?.subscribe(room: room) }
+                if first { broker.subscribe(.room(room)) }
                 return (r, s.rooms.presence(room: room), s.rooms.devices(room: room, user: user))
             }
         } catch {
@@ -81,8 +81,8 @@ extension Hub {
         guard let cluster else { return }
         let entries = state.withLockedValue { $0.rooms.allPresence() }
         let rooms = Set(entries.map(\.room))
-        for room in rooms { cluster.subscribe(room: room) }
-        for user in Set(entries.map(\.user)) { cluster.subscribe(user: user) }
+        for room in rooms { broker.subscribe(.room(room)) }
+        for user in Set(entries.map(\.user)) { broker.subscribe(.user(user)) }
         for e in entries {
             cluster.updatePresence(room: e.room, user: e.user, devices: e.devices).whenSuccess { update in
                 if update.before == 0 && update.after > 0 {
@@ -103,7 +103,7 @@ extension Hub {
         let (left, ended, deadline) = state.withLockedValue { s in
             let left = s.rooms.leave(room: room, connection: id)
             if left != nil { s.typing.connectionLeft(id, room: room, now: now) }
-            if left != nil, s.rooms.memberCount(room: room) == 0 { cluster?.unsubscribe(room: room) }
+            if left != nil, s.rooms.memberCount(room: room) == 0 { broker.unsubscribe(.room(room)) }
             let ended = left != nil ? s.locations.connectionLeft(id, room: room) : []
             return (left, ended, s.typing.nextDeadline)
         }

@@ -18,6 +18,11 @@ public final class Hub: Sendable {
         var sids: [String: (ConnectionID, Int)] = [:]
         /// Connected clients that negotiated permessage-deflate.
         var deflateClients = 0
+        /// Connected clients that take offsets (connection state recovery), and those of them
+        /// that negotiated permessage-deflate: the offset variant of a message is made (and
+        /// compressed) only when there are any.
+        var offsetClients = 0
+        var offsetDeflateClients = 0
         /// What the admin API shows of each connection.
         var info: [ConnectionID: ConnectionInfo] = [:]
     }
@@ -34,13 +39,28 @@ public final class Hub: Sendable {
     let deflaters = DeflaterPool()
     let lagTasks = NIOLockedValueBox<[RepeatedTask]>([])
 
-    /// The link to the other nodes, when this node runs in a cluster.
+    /// The link to the other nodes, when this node runs in a cluster (presence, liveness).
     public let cluster: ClusterBus?
+    /// Every event goes out through the broker: memory on one node, Redis in a cluster.
+    public let broker: any Broker
+    /// Disconnected sessions kept for connection state recovery.
+    public let sessions: any SessionStore
 
-    public init(eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(), cluster: ClusterBus? = nil, logger: Logger = Logger(label: "relay.hub")) {
+    public init(
+        eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(),
+        cluster: ClusterBus? = nil, logger: Logger = Logger(label: "relay.hub")
+    ) {
         precondition(!eventLoops.isEmpty)
         self.metrics = metrics
         self.cluster = cluster
+        let limits = configuration.historyLimits
+        if let cluster {
+            self.broker = RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs)
+            self.sessions = RedisSessionStore(redis: cluster.redis)
+        } else {
+            self.broker = MemoryBroker(limits: limits, wallMs: clock.wallMs)
+            self.sessions = MemorySessionStore(wallMs: clock.wallMs)
+        }
         self.shards = eventLoops.enumerated().map { LoopShard(index: $0.offset, eventLoop: $0.element, metrics: metrics) }
         self.shardByLoop = Dictionary(uniqueKeysWithValues: eventLoops.enumerated().map { (ObjectIdentifier($0.element), $0.offset) })
         self.clock = clock
@@ -56,6 +76,7 @@ public final class Hub: Sendable {
         self.typingTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
         self.locationTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
         cluster?.hub = self
+        broker.setRemoteHandler { [weak self] stream, message, routing in self?.deliverFromCluster(stream, message, routing: routing) }
         typingTimer.setAction { [weak self] in self?.flushTyping() }
         locationTimer.setAction { [weak self] in self?.expireLocations() }
     }
@@ -71,7 +92,7 @@ public final class Hub: Sendable {
     // MARK: Connections
 
     /// Registers an authenticated connection. Called on the connection's loop.
-    public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, ip: String = "") throws(RelayError) {
+    public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, ip: String = "", takesOffsets: Bool = false) throws(RelayError) {
         let info = ConnectionInfo(sid: sid, user: user, ip: ip, connectedAtMs: clock.wallMs(), deflate: deflate, loop: shard.index)
         do throws(ConnectionDirectory.RegisterError) {
             try state.withLock { s throws(ConnectionDirectory.RegisterError) in
@@ -79,8 +100,12 @@ public final class Hub: Sendable {
                 s.sids[sid] = (sink.connectionID, shard.index)
                 s.info[sink.connectionID] = info
                 if deflate { s.deflateClients += 1 }
+                if takesOffsets {
+                    s.offsetClients += 1
+                    if deflate { s.offsetDeflateClients += 1 }
+                }
                 // Under the lock, so subscribe/unsubscribe reach Redis in membership order.
-                if s.directory.connections(of: user).count == 1 { cluster?.subscribe(user: user) }
+                if s.directory.connections(of: user).count == 1 { broker.subscribe(.user(user)) }
             }
             metrics.connections.increment()
         } catch {
@@ -94,19 +119,23 @@ public final class Hub: Sendable {
 
     /// Removes a connection: leaves its rooms (presence), stops its typing and live shares.
     /// Called on the connection's loop when it closes.
-    public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard, deflate: Bool = false) {
+    public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, takesOffsets: Bool = false) {
         let now = clock.monotonicMs()
         let (leaves, endedShares, typingDeadline) = state.withLockedValue { s in
             s.directory.unregister(id)
             if deflate { s.deflateClients -= 1 }
+            if takesOffsets {
+                s.offsetClients -= 1
+                if deflate { s.offsetDeflateClients -= 1 }
+            }
             s.info.removeValue(forKey: id)
             s.sids.removeValue(forKey: sid)
             let leaves = s.rooms.leaveAll(connection: id)
             s.typing.connectionClosed(id, now: now)
             let ended = s.locations.connectionClosed(id)
             let last = s.directory.connections(of: user).isEmpty
-            if last { cluster?.unsubscribe(user: user) }
-            for leave in leaves where s.rooms.memberCount(room: leave.room) == 0 { cluster?.unsubscribe(room: leave.room) }
+            if last { broker.unsubscribe(.user(user)) }
+            for leave in leaves where s.rooms.memberCount(room: leave.room) == 0 { broker.unsubscribe(.room(leave.room)) }
             return (leaves, ended, s.typing.nextDeadline)
         }
         for leave in leaves { shard.leave(room: leave.room, id) }

@@ -19,6 +19,12 @@ public struct OutboundMessage: Sendable {
     /// The binary attachments of a `45` packet (`bytes` is its header): WebSocket binary frames
     /// after the header, `b<base64>` packets over polling. Shared by every recipient.
     public var attachments: [ByteBuffer] = []
+    /// A recoverable event's stream position (and its bytes with the offset), once the broker
+    /// gave it one.
+    public var stamp: RecoveryStamp?
+    /// The socket id of the sender the event was not sent to (its own broadcast): a replay to
+    /// that session after a recovery skips it too.
+    public var origin: String?
 
     /// Bytes a socket holds for this message (the outbound queue's measure).
     public var byteCount: Int { attachments.reduce(bytes.readableBytes) { $0 + $1.readableBytes } }

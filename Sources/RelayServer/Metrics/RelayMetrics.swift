@@ -29,6 +29,15 @@ public final class RelayMetrics: Sendable {
     let rooms: Meter
     let redisLinkUp: Meter
     let redisDegraded: Counter
+    /// Connection state recoveries by result (`recovered`, `unknown_session`, `user_mismatch`,
+    /// `history_gone`, `unavailable`).
+    let recoveries: [String: Counter]
+    /// `room:sync` answers by result (`ok`, `history_unavailable`).
+    let roomSyncs: [String: Counter]
+    /// This node's memory history (events, bytes), set at each scrape.
+    let historyEvents: Meter
+    let historyBytes: Meter
+    static let recoveryResults = ["recovered", "unknown_session", "user_mismatch", "history_gone", "unavailable"]
 
     public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "shutdown", "protocol_error", "policy_violation", "closed"]
 
@@ -93,7 +102,13 @@ public final class RelayMetrics: Sendable {
         rooms = Meter(label: "relay_rooms", factory: r)
         redisLinkUp = Meter(label: "relay_redis_link_up", factory: r)
         redisDegraded = Counter(label: "relay_redis_degraded_total", factory: r)
+        recoveries = Dictionary(uniqueKeysWithValues: Self.recoveryResults.map { ($0, Counter(label: "relay_recoveries_total", dimensions: [("result", $0)], factory: r)) })
+        roomSyncs = Dictionary(uniqueKeysWithValues: ["ok", "history_unavailable"].map { ($0, Counter(label: "relay_room_sync_total", dimensions: [("result", $0)], factory: r)) })
+        historyEvents = Meter(label: "relay_history_events", factory: r)
+        historyBytes = Meter(label: "relay_history_bytes", factory: r)
     }
+
+    func recovery(_ result: String) { recoveries[result]?.increment() }
 
     /// The bounded label for an event name.
     static func label(for name: String) -> String {

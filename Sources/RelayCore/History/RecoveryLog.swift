@@ -1,0 +1,83 @@
+import DequeModule
+
+/// Where one socket stands in each of its streams, so that the single offset a Socket.IO client
+/// reports on reconnect (the last event it received) tells what it missed in *every* stream.
+///
+/// The socket's events leave in the order they were queued, over one ordered transport: if the
+/// client received event `e`, it received every event queued before `e`. The log records that
+/// order compactly — consecutive events of one stream form one run — and the position of each
+/// stream when the socket started following it (`base`). The cut of stream `S` for a client
+/// that last received `e` is then the last event of `S` queued at or before `e`, or `S`'s base.
+///
+/// Bounded: at most `maxRuns` runs; older runs fold into `base`, and a client whose last event
+/// is older than the log can no longer be placed (`cuts` returns `nil`: not recovered).
+public struct RecoveryLog: Sendable, Equatable {
+    public struct Run: Sendable, Equatable {
+        public var stream: StreamKey
+        public var first: StreamOffset
+        public var last: StreamOffset
+    }
+
+    public let maxRuns: Int
+    /// Each followed stream's position before the oldest retained run.
+    public private(set) var base: [StreamKey: StreamOffset] = [:]
+    public private(set) var runs = Deque<Run>()
+    /// Runs were folded into `base`: a client that received nothing cannot be placed.
+    public private(set) var folded = false
+
+    public init(maxRuns: Int = 64) {
+        self.maxRuns = max(1, maxRuns)
+    }
+
+    public init(maxRuns: Int, base: [StreamKey: StreamOffset], runs: [Run], folded: Bool) {
+        self.maxRuns = max(1, maxRuns)
+        self.base = base
+        self.runs = Deque(runs.suffix(self.maxRuns))
+        self.folded = folded || runs.count > self.maxRuns
+    }
+
+    public var streams: Set<StreamKey> { Set(base.keys) }
+
+    /// The socket now follows `stream`, whose newest offset is `head`.
+    public mutating func follow(_ stream: StreamKey, from head: StreamOffset) {
+        base[stream] = head
+        runs.removeAll { $0.stream == stream }
+    }
+
+    /// The socket no longer follows `stream`.
+    public mutating func unfollow(_ stream: StreamKey) {
+        base.removeValue(forKey: stream)
+        runs.removeAll { $0.stream == stream }
+    }
+
+    /// An event of `stream` at `offset` was queued to the socket.
+    public mutating func record(_ stream: StreamKey, _ offset: StreamOffset) {
+        guard base[stream] != nil else { return }
+        if var last = runs.last, last.stream == stream, offset > last.last {
+            last.last = offset
+            runs[runs.index(before: runs.endIndex)] = last
+            return
+        }
+        runs.append(Run(stream: stream, first: offset, last: offset))
+        while runs.count > maxRuns, let oldest = runs.popFirst() {
+            base[oldest.stream] = max(base[oldest.stream] ?? .zero, oldest.last)
+            folded = true
+        }
+    }
+
+    /// Each followed stream's cut for a client whose last received event is `last` (`nil`: it
+    /// received none). `nil` when that cannot be told exactly: the event is not in the log (older
+    /// than it, or never sent), or its tag names two of the socket's streams.
+    public func cuts(lastReceived last: WireOffset?) -> [StreamKey: StreamOffset]? {
+        guard let last else { return folded ? nil : base }
+        let named = base.keys.filter { $0.tag == last.tag }
+        guard named.count == 1, let stream = named.first else { return nil }
+        guard let position = runs.lastIndex(where: { $0.stream == stream && $0.first <= last.offset && last.offset <= $0.last }) else {
+            return nil
+        }
+        var cuts = base
+        for run in runs[..<position] { cuts[run.stream] = run.last }
+        cuts[stream] = last.offset
+        return cuts
+    }
+}

@@ -1,0 +1,53 @@
+import NIOCore
+import RelayCore
+
+/// How another node delivers an event the way this node does.
+public struct Routing: Sendable, Equatable {
+    /// Typing: every socket of this user is skipped, on every node.
+    public var excludeUser: String?
+    /// Receipts on a user stream: sockets that are members of this room got it from the room.
+    public var skipMembersOf: String?
+
+    public init(excludeUser: String? = nil, skipMembersOf: String? = nil) {
+        self.excludeUser = excludeUser
+        self.skipMembersOf = skipMembersOf
+    }
+}
+
+/// The one delivery path of the hub, as Centrifuge's broker: publish to a stream (a room or a
+/// user), subscribe this node to streams, and read a stream's history.
+///
+/// `MemoryBroker` serves one node; `RedisBroker` carries events between nodes over Redis pub/sub
+/// and keeps history in Redis streams. The hub does not know which it has.
+public protocol Broker: AnyObject, Sendable {
+    /// Whether recoverable events are stored (history on).
+    var keepsHistory: Bool { get }
+    /// Whether the broker can reach its store (always for memory; Redis link for Redis).
+    var isUp: Bool { get }
+
+    /// Receives the events other nodes publish, with the stream they were published to. Set
+    /// once, before `start`.
+    func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, OutboundMessage, Routing) -> Void)
+
+    /// This node has (or no longer has) sockets following `stream`.
+    func subscribe(_ stream: StreamKey)
+    func unsubscribe(_ stream: StreamKey)
+
+    /// Publishes an encoded event to `stream`. A recoverable event (with history on) first gets
+    /// the stream's next offset and is stored; then the other nodes get it, and `deliver` is
+    /// called exactly once, on any thread, with the message for this node's sockets (`offset`
+    /// set when it got one). Without history, or when the store cannot be reached, the event is
+    /// delivered without an offset.
+    func publish(_ message: OutboundMessage, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (OutboundMessage) -> Void)
+
+    /// The stream's newest offset (`zero` when it has no history).
+    func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset>
+
+    /// The stream's events after `offset`, oldest first: at most `limit`, and about `maxBytes`.
+    /// `.failure(.unavailable)` when the history does not reach back to `offset`.
+    func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
+        -> EventLoopFuture<Result<HistoryPage<OutboundMessage>, HistoryError>>
+
+    /// Memory history figures for metrics: (events, bytes). Zero for Redis.
+    var memoryUsage: (events: Int, bytes: Int) { get }
+}

@@ -1,0 +1,63 @@
+/// The Lua scripts of Redis history (each runs atomically).
+///
+/// Keys: `relay:history:{r:<room>}` / `relay:history:{u:<user>}` (a stream per room or user:
+/// field `e` is the cluster envelope), `relay:history-gap` (ms: recovery across this instant is
+/// refused, written after this node could not store events).
+enum HistoryScripts {
+    /// XADD the envelope (trimmed by count and age, expiring when idle), then publish
+    /// `<id>\n<envelope>` on the stream's channel. Returns the id.
+    /// KEYS[1] stream; ARGV: channel, maxlen, max age ms, publish command, envelope.
+    static let publish = """
+        local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[5])
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        redis.call('XTRIM', KEYS[1], 'MINID', '~', tostring(now - tonumber(ARGV[3])))
+        redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) * 2)
+        redis.call(ARGV[4], ARGV[1], id .. '\\n' .. ARGV[5])
+        return id
+        """
+
+    /// The events after ARGV[1], at most ARGV[2], if the stream reaches back to it.
+    /// Returns {0, head, {{id, {'e', envelope}}, …}, more} or {1} (unavailable).
+    /// KEYS[1] stream, KEYS[2] gap marker.
+    static let read = """
+        local from = ARGV[1]
+        local count = tonumber(ARGV[2])
+        local gap = tonumber(redis.call('GET', KEYS[2]) or '0')
+        local ms = tonumber(string.match(from, '^(%d+)-')) or 0
+        if from ~= '0-0' and ms <= gap then return {1} end
+        if redis.call('EXISTS', KEYS[1]) == 0 then
+          if from == '0-0' then return {0, '0-0', {}, 0} end
+          return {1}
+        end
+        local info = redis.call('XINFO', 'STREAM', KEYS[1])
+        local head, deleted = '0-0', '0-0'
+        for i = 1, #info, 2 do
+          if info[i] == 'last-generated-id' then head = info[i + 1] end
+          if info[i] == 'max-deleted-entry-id' then deleted = info[i + 1] end
+        end
+        local entries = redis.call('XRANGE', KEYS[1], from, '+', 'COUNT', count + 2)
+        local ok = (from == head) or (from == deleted and from ~= '0-0') or (from == '0-0' and deleted == '0-0')
+        if #entries > 0 and entries[1][1] == from then
+          ok = true
+          table.remove(entries, 1)
+        end
+        if not ok then return {1} end
+        local more = 0
+        if #entries > count then
+          more = 1
+          table.remove(entries)
+        end
+        return {0, head, entries, more}
+        """
+
+    /// The stream's newest id (`0-0` when it has none).
+    static let head = """
+        if redis.call('EXISTS', KEYS[1]) == 0 then return '0-0' end
+        local info = redis.call('XINFO', 'STREAM', KEYS[1])
+        for i = 1, #info, 2 do
+          if info[i] == 'last-generated-id' then return info[i + 1] end
+        end
+        return '0-0'
+        """
+}

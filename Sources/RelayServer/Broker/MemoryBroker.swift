@@ -1,0 +1,68 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import RelayCore
+
+/// The broker of a single node: nothing crosses to other nodes; history is kept in memory, in
+/// 16 lock shards by stream, so publishers to different rooms rarely meet on one lock and no lock
+/// is held for more than an append or a page copy.
+public final class MemoryBroker: Broker {
+    public let limits: HistoryLimits
+    private let shards: [NIOLockedValueBox<HistoryStore<OutboundMessage>>]
+    private let wallMs: @Sendable () -> Int64
+
+    public init(limits: HistoryLimits, wallMs: @escaping @Sendable () -> Int64) {
+        self.limits = limits
+        self.wallMs = wallMs
+        var perShard = limits
+        perShard.maxBytes = max(1, limits.maxBytes / 16)
+        self.shards = (0..<16).map { _ in NIOLockedValueBox(HistoryStore(limits: perShard)) }
+    }
+
+    public var keepsHistory: Bool { limits.isEnabled }
+    public var isUp: Bool { true }
+
+    private func shard(_ stream: StreamKey) -> NIOLockedValueBox<HistoryStore<OutboundMessage>> {
+        shards[Int(stream.tag % 16)]
+    }
+
+    public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, OutboundMessage, Routing) -> Void) {}
+    public func subscribe(_ stream: StreamKey) {}
+    public func unsubscribe(_ stream: StreamKey) {}
+
+    public func publish(_ message: OutboundMessage, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (OutboundMessage) -> Void) {
+        guard recoverable, keepsHistory else { return deliver(message) }
+        let now = wallMs()
+        var message = message
+        let offset = shard(stream).withLockedValue { store in
+            store.append(message, bytes: message.byteCount + 64, to: stream, wallMs: now)
+        }
+        message.stamp = RecoveryStamp(position: StreamPosition(stream: stream, offset: offset))
+        deliver(message)
+    }
+
+    public func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> {
+        loop.makeSucceededFuture(head(of: stream))
+    }
+
+    /// The stream's newest offset, now.
+    public func head(of stream: StreamKey) -> StreamOffset {
+        shard(stream).withLockedValue { $0.head(of: stream) }
+    }
+
+    public func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
+        -> EventLoopFuture<Result<HistoryPage<OutboundMessage>, HistoryError>>
+    {
+        let now = wallMs()
+        let page = shard(stream).withLockedValue { store in
+            store.trim(wallMs: now)
+            return store.read(stream, after: offset, limit: limit, maxBytes: maxBytes)
+        }
+        return loop.makeSucceededFuture(page)
+    }
+
+    public var memoryUsage: (events: Int, bytes: Int) {
+        shards.reduce((0, 0)) { sum, shard in
+            shard.withLockedValue { (sum.0 + $0.totalEvents, sum.1 + $0.totalBytes) }
+        }
+    }
+}
