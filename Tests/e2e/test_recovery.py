@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 
 import pytest
@@ -33,10 +34,14 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-async def send_ticks(sender: Client, room: str, first: int, last: int, pace: float = 0.0) -> None:
-    """`chat:tick {room, n}` for n = first..last, each acked, `pace` seconds apart."""
+async def send_ticks(sender: Client, room: str, first: int, last: int, pace: float = 0.0,
+                     acked_at: dict[int, float] | None = None) -> None:
+    """`chat:tick {room, n}` for n = first..last, each acked, `pace` seconds apart; `acked_at`
+    gets each tick's ack time (ms since 1970)."""
     for n in range(first, last + 1):
         await sender.ok("chat:tick", {"room": room, "n": n})
+        if acked_at is not None:
+            acked_at[n] = time.time() * 1000
         if pace:
             await asyncio.sleep(pace)
 
@@ -76,7 +81,7 @@ def web_relay(page_server, tmp_path_factory):  # noqa: F811 - the imported fixtu
 
 async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, relays, user: str, room: str) -> str:
     """socket.io-client with `auth: {token, recover: true}` joins `room`; a python-socketio member
-    (on `sender_relay`) sends TICKS numbered events at a steady pace; a third of the way through
+    (on `sender_relay`, or on `await sender_relay(sid)` when it is a function) sends TICKS numbered events at a steady pace; a third of the way through
     `socket.io.engine.close()` drops the transport and the Manager reconnects by itself (with
     `pid` and `offset`). The socket must come back recovered, with the same id, and must have
     received 1..TICKS exactly once each, in order, each with its offset as the last argument.
@@ -89,11 +94,14 @@ async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, r
     joined = await page.ok("web", "room:join", {"room": room})
     assert parse_offset(joined.get("offset"))[2] == room_tag(room), f"room:join ack carries the stream's offset: {joined}"
 
+    if callable(sender_relay):
+        sender_relay = await sender_relay(sid)
     async with Clients() as c:
         bob = await c.connect(sender_relay, unique("bob"))
         await bob.join(room)
         before = await recoveries_of(relays)
-        sender = asyncio.create_task(send_ticks(bob, room, 1, TICKS, PACE))
+        acked_at: dict[int, float] = {}
+        sender = asyncio.create_task(send_ticks(bob, room, 1, TICKS, PACE, acked_at))
         try:
             await page.expect("web", "event", "chat:tick", n=TICKS // 3)
             since = await page.mark()
@@ -120,6 +128,10 @@ async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, r
     assert len(connects) == 2, f"one reconnection: {connects}"
     after = [e["args"][0]["n"] for e in ticks if e["i"] > connects[1]["i"]]
     assert after, "the drop happened before the last tick"
+    # Ticks the relay had taken while the socket was away came after the reconnection: they
+    # were replayed (the page's clock and ours are the same machine's).
+    away = [n for n in after if acked_at[n] < connects[1]["t"]]
+    assert len(away) >= 5, f"only {away} were sent while the socket was away: the test did not test recovery"
     assert not [e for e in seen if e["kind"] == "connect_error"], "no refused CONNECT"
 
     moved = grew(before, await recoveries_of(relays))
