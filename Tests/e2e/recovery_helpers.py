@@ -107,6 +107,7 @@ class RawSession:
         self.next_id = 1
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
         self.changed = asyncio.Event()
+        self.answer_pings = True  # False: a dead peer that no longer answers
         self.reader = asyncio.create_task(self._read(), name=f"raw-{name}")
 
     @classmethod
@@ -121,7 +122,8 @@ class RawSession:
                     self.packets.append(repr(msg))
                     continue
                 if msg == "2":
-                    await self.sock.send("3")
+                    if self.answer_pings:
+                        await self.sock.send("3")
                     continue
                 self.packets.append(msg)
                 if msg.startswith("40") or msg.startswith("44"):

@@ -27,6 +27,7 @@ RELAY_ARGS = RATE_FLAGS
 
 TICKS = 150
 PACE = 0.02  # seconds between two ticks: 150 ticks over about 3-4 s
+NOTES = 15  # backend notifications to the user meanwhile
 
 
 def unique(prefix: str) -> str:
@@ -44,6 +45,14 @@ async def send_ticks(sender: Client, room: str, first: int, last: int, pace: flo
             acked_at[n] = time.time() * 1000
         if pace:
             await asyncio.sleep(pace)
+
+
+async def notify(relay, user: str, count: int, pace: float) -> None:
+    """`notification:new {n}` to `user` through the backend API, n = 1..count, `pace` s apart."""
+    for n in range(1, count + 1):
+        status, body = await emit_api(relay, "notification:new", {"user": user}, {"n": n})
+        assert status == 200, body
+        await asyncio.sleep(pace)
 
 
 def tick_numbers(events) -> list[int]:
@@ -102,6 +111,9 @@ async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, r
         before = await recoveries_of(relays)
         acked_at: dict[int, float] = {}
         sender = asyncio.create_task(send_ticks(bob, room, 1, TICKS, PACE, acked_at))
+        # Meanwhile the backend notifies the user (the user's stream): two streams interleave
+        # behind the one offset socket.io-client reports.
+        notifier = asyncio.create_task(notify(sender_relay, user, NOTES, TICKS * PACE / NOTES))
         try:
             await page.expect("web", "event", "chat:tick", n=TICKS // 3)
             since = await page.mark()
@@ -111,12 +123,15 @@ async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, r
             assert again["recovered"] is True, f"not recovered: {again}"
             assert again["id"] == sid, f"the recovered socket has the old sid {sid}: {again}"
             await asyncio.wait_for(asyncio.shield(sender), TICKS * (PACE + 0.2) + TIMEOUT)
+            await asyncio.wait_for(asyncio.shield(notifier), TIMEOUT)
         finally:
-            if not sender.done():
-                sender.cancel()
-            await asyncio.wait([sender], timeout=TIMEOUT)
+            for task in (sender, notifier):
+                if not task.done():
+                    task.cancel()
+            await asyncio.wait([sender, notifier], timeout=TIMEOUT)
         # The last tick arrives (or the comparison below says what is missing).
         await page.wait("web", "event", "chat:tick", since=0, timeout=TIMEOUT, n=TICKS)
+        await page.wait("web", "event", "notification:new", since=0, timeout=TIMEOUT, n=NOTES)
 
     seen = await page.seen("web")
     ticks = [e for e in seen if e["kind"] == "event" and e["event"] == "chat:tick"]
@@ -133,6 +148,10 @@ async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, r
     away = [n for n in after if acked_at[n] < connects[1]["t"]]
     assert len(away) >= 5, f"only {away} were sent while the socket was away: the test did not test recovery"
     assert not [e for e in seen if e["kind"] == "connect_error"], "no refused CONNECT"
+    notes = [e for e in seen if e["kind"] == "event" and e["event"] == "notification:new"]
+    got = [e["args"][0]["n"] for e in notes]
+    assert got == list(range(1, NOTES + 1)), f"the user's stream: {missing_report(got, list(range(1, NOTES + 1)))}"
+    assert_increasing([e["args"][-1] for e in notes], user_tag(user))
 
     moved = grew(before, await recoveries_of(relays))
     assert moved == {"recovered": 1.0}, f"relay_recoveries_total moved by {moved}"
@@ -157,6 +176,69 @@ async def test_browser_recovers_a_dropped_socket(web_relay, browser, page_server
         await page.disconnect("web")
     finally:
         await page.close()
+
+
+PAYLOAD = bytes(range(256)) * 3 + b"\x00relay\xff"
+
+
+@async_test
+async def test_browser_recovery_replays_binary_receipts_and_backend_events(web_relay, browser, page_server):  # noqa: F811
+    """What a browser misses while away — a custom event with a binary attachment, a receipt
+    forward, a backend room event — is replayed after it recovers, bytes intact, in order; and
+    `room:sync` returns the binary event to python-socketio (a binary ack)."""
+    user, room = unique("web"), unique("conversation:bin")
+    page = await BrowserPage.open(browser, page_server)
+    try:
+        async with Clients() as c:
+            bob = await member(c, web_relay, room)
+            first = await page.connect("web", web_relay.url, {"auth": {"token": mint_token(user), "recover": True}})
+            await page.expect("web", "upgrade", transport="websocket")
+            joined = await page.ok("web", "room:join", {"room": room})
+            since = await page.mark()
+            await page.force_close("web")
+            await page.expect("web", "disconnect", since=since)
+            # While it is away (socket.io-client waits at least 500 ms before reconnecting).
+            assert await bob.ok("file:chunk", {"room": room, "name": "away.bin", "data": PAYLOAD}) == {"ok": True}
+            receipt = await bob.ok("message:delivered", {"room": room, "messageId": "m-away", "authorId": user})
+            status, body = await emit_api(web_relay, "message:new", {"room": room}, {"text": "while away"})
+            assert status == 200, body
+            sent_at = time.time() * 1000
+            again = await page.connected("web", since)
+            assert again["recovered"] is True and again["id"] == first["id"], again
+            assert again_connect_after(await page.seen("web"), since) > sent_at, \
+                "the browser came back before everything was sent: the test did not test recovery"
+            chunk = await page.expect_event("web", "file:chunk", since=since, name="away.bin")
+            assert chunk["data"] == PAYLOAD and chunk["from"] == bob.name, chunk
+            fwd = await page.expect_event("web", "message:delivered", since=since, messageId="m-away")
+            assert fwd["id"] == receipt["id"] and fwd["userId"] == bob.name, fwd
+            await page.expect_event("web", "message:new", since=since, text="while away")
+            # (Presence across a recovery: test_presence_across_a_recovery.)
+            replayed = [e for e in await page.seen("web") if e["kind"] == "event" and e["i"] >= since
+                        and not e["event"].startswith("presence:")]
+            order = [e["event"] for e in replayed]
+            assert order == ["file:chunk", "message:delivered", "message:new"], \
+                f"{order}: {json.dumps([[e['event']] + e['args'] for e in replayed])[:3000]}"
+
+            # room:sync returns the binary event with its bytes (a binary ack).
+            cat = ArgsClient("cat")
+            await cat.connect(web_relay, {"token": mint_token(unique("cat")), "rooms": [room]})
+            try:
+                reply = await cat.ok("room:sync", {"room": room, "offset": joined["offset"]})
+                names = [e[0] for e in reply["events"] if not e[0].startswith("presence:")]
+                assert names == ["file:chunk", "message:delivered", "message:new"], reply
+                synced = next(e for e in reply["events"] if e[0] == "file:chunk")
+                assert synced[1]["data"] == PAYLOAD and synced[1]["name"] == "away.bin", synced
+                assert parse_offset(synced[-1])[2] == room_tag(room), synced
+            finally:
+                await cat.disconnect()
+        await page.disconnect("web")
+    finally:
+        await page.close()
+
+
+def again_connect_after(seen: list[dict], since: int) -> float:
+    """The page time (ms) of the first `connect` at or after `since`."""
+    return next(e["t"] for e in seen if e["kind"] == "connect" and e["i"] >= since)
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,6 +355,84 @@ async def test_recovery_replays_every_stream_in_order_before_new_events(start_re
         d, again = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "a-third")
         assert again.get("recovered") is True and again["sid"] == hello["sid"], again
         await d.wait_for(lambda: tick_numbers(d.events) == [12, 13], "ticks 12, 13")
+
+
+@async_test
+async def test_receipt_forward_is_replayed_once(start_relay):
+    """§4.5: a receipt reaches each socket once. The author's socket, a member of the room,
+    misses a receipt on its message while away: it gets it once after recovering — not once
+    from the room's stream and again from its user's stream."""
+    relay = start_relay(*RATE_FLAGS)
+    user, room = unique("author"), unique("conversation:rcpt")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await bob.ok("chat:tick", {"room": room, "n": 1})
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        # Live, the author's socket in the room gets a receipt once.
+        live = await bob.ok("message:read", {"room": room, "messageId": "m-live", "authorId": user})
+        await a.wait_for(lambda: a.named("message:read"), "the live receipt")
+        await a.barrier()
+        assert len(a.named("message:read")) == 1, f"live: once: {a.events}"
+        offset = last_offset(a)
+        await a.drop()
+        receipt = await bob.ok("message:delivered", {"room": room, "messageId": "m-away", "authorId": user})
+        await bob.ok("chat:tick", {"room": room, "n": 2})
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "author-again")
+        assert back.get("recovered") is True, back
+        await b.wait_for(lambda: tick_numbers(b.events) == [2], "tick 2")
+        await b.barrier()
+        got = b.named("message:delivered")
+        assert [args[0]["id"] for _, args in got] == [receipt["id"]], \
+            f"the missed receipt once, got {len(got)}: {[p for p in b.packets if 'message:delivered' in p]}"
+
+
+@async_test
+async def test_presence_across_a_recovery(start_relay):
+    """A recovered socket is not told that its own user left the room it is back in."""
+    relay = start_relay(*RATE_FLAGS)
+    user, room = unique("amy"), unique("conversation:here")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await bob.expect("presence:join", user=user, room=room)
+        await bob.ok("chat:tick", {"room": room, "n": 1})
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        offset = last_offset(a)
+        await a.drop()
+        await bob.ok("chat:tick", {"room": room, "n": 2})
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "again")
+        assert back.get("recovered") is True, back
+        await b.wait_for(lambda: tick_numbers(b.events) == [2], "tick 2")
+        await b.barrier()
+        listed = await b.ok("presence:list", {"room": room})
+        assert {"user": user, "devices": 1} in listed["presence"], listed
+        own = [(n, args) for n, args in b.events if n.startswith("presence:") and args[0].get("user") == user]
+        await bob.ok("presence:list", {"room": room})  # a round trip: bob has read what came before
+        peer_saw = [(n, d["user"]) for n, d in bob.events("presence:join", "presence:leave") if d.get("user") == user]
+        assert own == [], (f"the recovered socket was told about its own user: {[p for p in b.packets if 'presence:' in p]}; "
+                           f"the other member saw {peer_saw}")
+
+
+@async_test
+async def test_ping_timeout_is_recoverable(start_relay):
+    """A socket that stops answering pings (a dead network the relay notices by itself) is
+    closed with 4000 and kept: it recovers."""
+    relay = start_relay(*RATE_FLAGS, "--ping-interval", "300", "--ping-timeout", "300")
+    user, room = unique("amy"), unique("conversation:ping")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await bob.ok("chat:tick", {"room": room, "n": 1})
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        offset = last_offset(a)
+        a.answer_pings = False
+        closed = await asyncio.wait_for(asyncio.shield(a.closed), TIMEOUT)
+        assert getattr(getattr(closed, "rcvd", None), "code", None) == 4000, f"closed for the missing pong: {closed!r}"
+        await bob.ok("chat:tick", {"room": room, "n": 2})
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "again")
+        assert back.get("recovered") is True and back["sid"] == hello["sid"], back
+        await b.wait_for(lambda: tick_numbers(b.events) == [2], "tick 2 replayed")
 
 
 @async_test
