@@ -123,6 +123,30 @@ async def test_recovery_on_the_other_node(haproxy_cluster):
 
 
 @async_test
+async def test_recovery_after_a_node_shuts_down(haproxy_cluster):
+    """A rolling restart: node A shuts down (SIGTERM) under its sockets; they come back on node B
+    and recover, having missed nothing."""
+    redis, a, b, _ = haproxy_cluster
+    await wait_linked(a, b)
+    user, room = unique("amy"), unique("conversation:deploy")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, b, room)
+        s, hello = await opted_in(raw, a, user, [room], "on-a")
+        await send_ticks(bob, room, 1, 3)
+        await s.wait_for(lambda: tick_numbers(s.events) == [1, 2, 3], "ticks 1..3")
+        offset = last_offset(s)
+        a.stop()
+        closed = await asyncio.wait_for(asyncio.shield(s.closed), 15)
+        assert getattr(getattr(closed, "rcvd", None), "code", None) == 1001, f"shutdown closes with 1001: {closed!r}"
+        await send_ticks(bob, room, 4, 8)
+        t, back = await reconnect(raw, b, mint_token(user), hello["pid"], offset, "on-b")
+        assert back.get("recovered") is True and back["sid"] == hello["sid"], f"not recovered after node A's shutdown: {back}"
+        await bob.ok("chat:tick", {"room": room, "n": 9})
+        await t.wait_for(lambda: 9 in tick_numbers(t.events), "tick 9")
+        assert tick_numbers(t.events) == list(range(4, 10)), t.events
+
+
+@async_test
 async def test_no_recovery_without_redis(haproxy_cluster):
     redis, a, b, _ = haproxy_cluster
     await wait_linked(a, b)
