@@ -88,41 +88,52 @@ def web_relay(page_server, tmp_path_factory):  # noqa: F811 - the imported fixtu
         relay.stop()
 
 
-async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, relays, user: str, room: str) -> str:
-    """socket.io-client with `auth: {token, recover: true}` joins `room`; a python-socketio member
-    (on `sender_relay`, or on `await sender_relay(sid)` when it is a function) sends TICKS numbered events at a steady pace; a third of the way through
+async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, relays, user: str, room: str,
+                                    rooms_in_auth: bool = False, drops: int = 1, ticks: int = TICKS) -> str:
+    """socket.io-client with `auth: {token, recover: true}` joins `room` (with `room:join`, or
+    with `rooms` in its auth); a python-socketio member (on `sender_relay`, or on
+    `await sender_relay(sid)` when it is a function) sends `ticks` numbered events at a steady
+    pace while the backend notifies the user; `drops` times along the way
     `socket.io.engine.close()` drops the transport and the Manager reconnects by itself (with
-    `pid` and `offset`). The socket must come back recovered, with the same id, and must have
-    received 1..TICKS exactly once each, in order, each with its offset as the last argument.
-    Returns the sid."""
-    first = await page.connect("web", url, {"auth": {"token": mint_token(user), "recover": True}})
+    `pid` and `offset`, and the same auth). The socket must come back recovered each time, with
+    the same id, and must have received 1..ticks and every notification exactly once each, in
+    order, each with its offset as the last argument. Returns the sid."""
+    auth = {"token": mint_token(user), "recover": True, **({"rooms": [room]} if rooms_in_auth else {})}
+    first = await page.connect("web", url, {"auth": auth})
     # socket.io-client sets `recovered` to false (not undefined) only when the answer has a pid.
     assert first["connected"] is True and first["recovered"] is False, first
     sid = first["id"]
     await page.expect("web", "upgrade", transport="websocket")  # default options: polling first
-    joined = await page.ok("web", "room:join", {"room": room})
-    assert parse_offset(joined.get("offset"))[2] == room_tag(room), f"room:join ack carries the stream's offset: {joined}"
+    if not rooms_in_auth:
+        joined = await page.ok("web", "room:join", {"room": room})
+        assert parse_offset(joined.get("offset"))[2] == room_tag(room), f"room:join ack carries the stream's offset: {joined}"
 
     if callable(sender_relay):
         sender_relay = await sender_relay(sid)
+    notes_total = max(1, ticks // 10)
     async with Clients() as c:
         bob = await c.connect(sender_relay, unique("bob"))
         await bob.join(room)
         before = await recoveries_of(relays)
         acked_at: dict[int, float] = {}
-        sender = asyncio.create_task(send_ticks(bob, room, 1, TICKS, PACE, acked_at))
+        sender = asyncio.create_task(send_ticks(bob, room, 1, ticks, PACE, acked_at))
         # Meanwhile the backend notifies the user (the user's stream): two streams interleave
         # behind the one offset socket.io-client reports.
-        notifier = asyncio.create_task(notify(sender_relay, user, NOTES, TICKS * PACE / NOTES))
+        notifier = asyncio.create_task(notify(sender_relay, user, notes_total, ticks * PACE / notes_total))
         try:
-            await page.expect("web", "event", "chat:tick", n=TICKS // 3)
-            since = await page.mark()
-            await page.force_close("web")
-            await page.expect("web", "disconnect", since=since)
-            again = await page.connected("web", since)
-            assert again["recovered"] is True, f"not recovered: {again}"
-            assert again["id"] == sid, f"the recovered socket has the old sid {sid}: {again}"
-            await asyncio.wait_for(asyncio.shield(sender), TICKS * (PACE + 0.2) + TIMEOUT)
+            since = 0
+            for k in range(1, drops + 1):
+                # Drop once tick k*ticks/(drops+2) arrived (or a later one, after the previous reconnection).
+                point = k * ticks // (drops + 2)
+                hit = await page.wait("web", "event", "chat:tick", since=0, timeout=TIMEOUT, n=point)
+                assert hit is not None, f"tick {point} did not arrive before drop {k}: {json.dumps(await page.seen('web'))[-3000:]}"
+                since = await page.mark()
+                await page.force_close("web")
+                await page.expect("web", "disconnect", since=since)
+                again = await page.connected("web", since)
+                assert again["recovered"] is True, f"drop {k}: not recovered: {again}"
+                assert again["id"] == sid, f"drop {k}: the recovered socket has the old sid {sid}: {again}"
+            await asyncio.wait_for(asyncio.shield(sender), ticks * (PACE + 0.2) + TIMEOUT)
             await asyncio.wait_for(asyncio.shield(notifier), TIMEOUT)
         finally:
             for task in (sender, notifier):
@@ -130,31 +141,31 @@ async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, r
                     task.cancel()
             await asyncio.wait([sender, notifier], timeout=TIMEOUT)
         # The last tick arrives (or the comparison below says what is missing).
-        await page.wait("web", "event", "chat:tick", since=0, timeout=TIMEOUT, n=TICKS)
-        await page.wait("web", "event", "notification:new", since=0, timeout=TIMEOUT, n=NOTES)
+        await page.wait("web", "event", "chat:tick", since=0, timeout=TIMEOUT, n=ticks)
+        await page.wait("web", "event", "notification:new", since=0, timeout=TIMEOUT, n=notes_total)
 
     seen = await page.seen("web")
-    ticks = [e for e in seen if e["kind"] == "event" and e["event"] == "chat:tick"]
-    got = [e["args"][0]["n"] for e in ticks]
-    assert got == list(range(1, TICKS + 1)), missing_report(got, list(range(1, TICKS + 1)))
-    assert all(len(e["args"]) == 2 for e in ticks), f"the offset is the last argument: {[e['args'] for e in ticks[:3]]}"
-    assert_increasing([e["args"][1] for e in ticks], room_tag(room))
+    tick_events = [e for e in seen if e["kind"] == "event" and e["event"] == "chat:tick"]
+    got = [e["args"][0]["n"] for e in tick_events]
+    assert got == list(range(1, ticks + 1)), missing_report(got, list(range(1, ticks + 1)))
+    assert all(len(e["args"]) == 2 for e in tick_events), f"the offset is the last argument: {[e['args'] for e in tick_events[:3]]}"
+    assert_increasing([e["args"][1] for e in tick_events], room_tag(room))
     connects = [e for e in seen if e["kind"] == "connect"]
-    assert len(connects) == 2, f"one reconnection: {connects}"
-    after = [e["args"][0]["n"] for e in ticks if e["i"] > connects[1]["i"]]
-    assert after, "the drop happened before the last tick"
-    # Ticks the relay had taken while the socket was away came after the reconnection: they
-    # were replayed (the page's clock and ours are the same machine's).
-    away = [n for n in after if acked_at[n] < connects[1]["t"]]
-    assert len(away) >= 5, f"only {away} were sent while the socket was away: the test did not test recovery"
+    assert len(connects) == drops + 1, f"{drops} reconnection(s): {connects}"
+    for k, conn in enumerate(connects[1:], 1):
+        # Ticks the relay had taken while the socket was away came after the reconnection: they
+        # were replayed (the page's clock and ours are the same machine's).
+        away = [e["args"][0]["n"] for e in tick_events
+                if e["i"] > conn["i"] and acked_at[e["args"][0]["n"]] < conn["t"]]
+        assert len(away) >= 3, f"drop {k}: only {away} were sent while the socket was away: the test did not test recovery"
     assert not [e for e in seen if e["kind"] == "connect_error"], "no refused CONNECT"
     notes = [e for e in seen if e["kind"] == "event" and e["event"] == "notification:new"]
     got = [e["args"][0]["n"] for e in notes]
-    assert got == list(range(1, NOTES + 1)), f"the user's stream: {missing_report(got, list(range(1, NOTES + 1)))}"
+    assert got == list(range(1, notes_total + 1)), f"the user's stream: {missing_report(got, list(range(1, notes_total + 1)))}"
     assert_increasing([e["args"][-1] for e in notes], user_tag(user))
 
     moved = grew(before, await recoveries_of(relays))
-    assert moved == {"recovered": 1.0}, f"relay_recoveries_total moved by {moved}"
+    assert moved == {"recovered": float(drops)}, f"relay_recoveries_total moved by {moved}"
     return sid
 
 
@@ -239,6 +250,22 @@ async def test_browser_recovery_replays_binary_receipts_and_backend_events(web_r
 def again_connect_after(seen: list[dict], since: int) -> float:
     """The page time (ms) of the first `connect` at or after `since`."""
     return next(e["t"] for e in seen if e["kind"] == "connect" and e["i"] >= since)
+
+
+@async_test
+async def test_browser_with_rooms_in_auth_recovers_three_drops(web_relay, browser, page_server):  # noqa: F811
+    """`io(url, {auth: {token, recover: true, rooms: [room]}})`: the app names its room in the
+    auth, which socket.io-client sends again (with pid and offset) on every reconnection. Three
+    drops under steady traffic, each recovered, nothing missed or repeated."""
+    user, room = unique("web"), unique("conversation:three")
+    page = await BrowserPage.open(browser, page_server)
+    try:
+        sid = await browser_recovery_scenario(page, web_relay.url, web_relay, [web_relay], user, room,
+                                              rooms_in_auth=True, drops=3, ticks=2 * TICKS)
+        assert await sids_of(web_relay, user) == [sid]
+        await page.disconnect("web")
+    finally:
+        await page.close()
 
 
 # --------------------------------------------------------------------------------------------
