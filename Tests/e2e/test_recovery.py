@@ -463,6 +463,66 @@ async def test_ping_timeout_is_recoverable(start_relay):
 
 
 @async_test
+async def test_recovery_edges_no_offset_left_room_own_events(start_relay):
+    """socket.io-client sends no `offset` when it received nothing yet: everything since the
+    CONNECT is replayed. A room left before the drop is not restored and its events are not
+    replayed. The socket's own events are never sent back to it."""
+    relay = start_relay(*RATE_FLAGS)
+    user, room, gone = unique("amy"), unique("conversation:stay"), unique("conversation:gone")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        await bob.join(gone)
+        # Received nothing: no offset.
+        a, hello = await opted_in(raw, relay, user, [room])
+        await a.drop()
+        await send_ticks(bob, room, 1, 2)
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], None, "no-offset")
+        assert back.get("recovered") is True and back["sid"] == hello["sid"], back
+        await b.wait_for(lambda: tick_numbers(b.events) == [1, 2], "ticks 1, 2 replayed")
+
+        # Joins `gone`, leaves it; sends an event of its own; drops.
+        await b.ok("room:join", {"room": gone})
+        await b.ok("room:leave", {"room": gone})
+        await b.ok("chat:tick", {"room": room, "n": 100})
+        await bob.expect("chat:tick", n=100)
+        offset = last_offset(b)
+        await b.drop()
+        await bob.ok("chat:tick", {"room": gone, "n": 200})
+        await send_ticks(bob, room, 3, 4)
+        d, again = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "edges")
+        assert again.get("recovered") is True, again
+        assert list(again.get("rooms", {})) == [room], f"the room it left is not restored: {again}"
+        await d.wait_for(lambda: tick_numbers(d.events) == [3, 4], "ticks 3, 4")
+        await d.barrier()
+        assert tick_numbers(d.events) == [3, 4], f"not its own tick 100, not the left room's 200: {d.events}"
+        await d.fails("room:leave", {"room": gone}, "not_in_room")
+
+
+@async_test
+async def test_room_sync_after_the_history_ttl(start_relay):
+    ttl_ms = 400
+    relay = start_relay(*RATE_FLAGS, "--history-ttl-ms", str(ttl_ms), "--recovery-window-ms", str(ttl_ms))
+    user, room = unique("py"), unique("conversation:ttl")
+    async with Clients() as c:
+        bob = await member(c, relay, room)
+        amy = ArgsClient("amy")
+        await amy.connect(relay, {"token": mint_token(user), "recover": True, "rooms": [room]})
+        try:
+            await send_ticks(bob, room, 1, 3)
+            await amy.wait_for(lambda: tick_numbers(amy.named("chat:tick")) == [1, 2, 3], "ticks 1..3")
+            first = amy.named("chat:tick")[0][1][1]
+            reply = await amy.ok("room:sync", {"room": room, "offset": first})
+            assert [e[1]["n"] for e in reply["events"] if e[0] == "chat:tick"] == [2, 3], reply
+            # The condition is time itself: let the history expire.
+            await asyncio.sleep(3 * ttl_ms / 1000)
+            await bob.ok("chat:tick", {"room": room, "n": 4})
+            await amy.wait_for(lambda: 4 in tick_numbers(amy.named("chat:tick")), "tick 4")
+            await amy.fails("room:sync", {"room": room, "offset": first}, "history_unavailable")
+        finally:
+            await amy.disconnect()
+
+
+@async_test
 async def test_a_session_is_recovered_at_most_once(start_relay):
     relay = start_relay(*RATE_FLAGS)
     user, room = unique("amy"), unique("conversation:once")
