@@ -147,6 +147,47 @@ async def test_recovery_after_a_node_shuts_down(haproxy_cluster):
 
 
 @async_test
+async def test_redis_history_is_bounded_and_paged(start_relay, tmp_path):
+    """With Redis the history is a Redis stream per room and per user: `--history-size` still
+    bounds what can be recovered, and `room:sync` pages through it."""
+    redis = RedisServer(free_port(), tmp_path).start()
+    try:
+        relay = start_relay(*RATE_FLAGS, "--redis", redis.url, "--history-size", "5")
+        await wait_linked(relay)
+        user, room = unique("amy"), unique("conversation:redis")
+        async with Clients() as c, RawSessions() as raw:
+            bob = await member(c, relay, room)
+            s, hello = await opted_in(raw, relay, user, [room])
+            await send_ticks(bob, room, 1, 2)
+            await s.wait_for(lambda: tick_numbers(s.events) == [1, 2], "ticks 1, 2")
+            offset = last_offset(s)
+            await s.drop()
+            await send_ticks(bob, room, 3, 5)
+            t, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "fits")
+            assert back.get("recovered") is True, back
+            await t.wait_for(lambda: tick_numbers(t.events) == [3, 4, 5], "ticks 3..5 replayed")
+            # room:sync, paged, from tick 3.
+            since = t.named("chat:tick")[0][1][-1]
+            first_page = await t.ok("room:sync", {"room": room, "offset": since, "limit": 1})
+            assert [e[1]["n"] for e in first_page["events"]] == [4] and first_page["more"] is True, first_page
+            second = await t.ok("room:sync", {"room": room, "offset": first_page["offset"], "limit": 5})
+            # (the recovered socket's presence:join may follow: presence is announced again)
+            assert [e[1]["n"] for e in second["events"] if e[0] == "chat:tick"] == [5] and second["more"] is False, second
+
+            offset = last_offset(t)
+            await t.drop()
+            await send_ticks(bob, room, 6, 25)
+            before = await recoveries_of([relay])
+            u, again = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "gone")
+            await assert_new_session(u, again, hello, [room])
+            assert grew(before, await recoveries_of([relay])) == {"history_gone": 1.0}
+            await u.ok("room:join", {"room": room})
+            await u.fails("room:sync", {"room": room, "offset": offset}, "history_unavailable")
+    finally:
+        redis.kill()
+
+
+@async_test
 async def test_no_recovery_without_redis(haproxy_cluster):
     redis, a, b, _ = haproxy_cluster
     await wait_linked(a, b)
