@@ -108,6 +108,8 @@ class RawSession:
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
         self.changed = asyncio.Event()
         self.answer_pings = True  # False: a dead peer that no longer answers
+        self.reading = asyncio.Event()  # cleared: a peer that stops reading (TCP backpressure)
+        self.reading.set()
         self.reader = asyncio.create_task(self._read(), name=f"raw-{name}")
 
     @classmethod
@@ -117,6 +119,7 @@ class RawSession:
     async def _read(self) -> None:
         try:
             while True:
+                await self.reading.wait()
                 msg = await self.sock.ws.recv()
                 if not isinstance(msg, str):
                     self.packets.append(repr(msg))

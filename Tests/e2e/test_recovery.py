@@ -543,6 +543,102 @@ async def test_room_sync_after_the_history_ttl(history_relay):
 
 
 @async_test
+async def test_engine_io_close_packet_is_a_transport_close(history_relay):
+    """Engine.IO `1` (what socket.io-client's polling transport sends on `engine.close()`) closes
+    the transport, not the Socket.IO session: only `41` is the client's own disconnect (§12)."""
+    relay = await history_relay()
+    user, room = unique("amy"), unique("conversation:eio1")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await bob.ok("chat:tick", {"room": room, "n": 1})
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        offset = last_offset(a)
+        await a.sock.send("1")
+        await asyncio.wait_for(asyncio.shield(a.closed), TIMEOUT)
+        await bob.ok("chat:tick", {"room": room, "n": 2})
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "again")
+        assert back.get("recovered") is True, f"Engine.IO `1` ended the session for good: {back}"
+        await b.wait_for(lambda: tick_numbers(b.events) == [2], "tick 2 replayed")
+
+
+@async_test
+async def test_a_live_session_cannot_be_taken_over(history_relay):
+    """A pid presented while its socket is still connected (the relay has not seen it drop)
+    recovers nothing: a new session; the live socket goes on undisturbed."""
+    relay = await history_relay()
+    user, room = unique("amy"), unique("conversation:live")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await bob.ok("chat:tick", {"room": room, "n": 1})
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], last_offset(a), "twin")
+        await assert_new_session(b, back, hello, [room])
+        await bob.ok("chat:tick", {"room": room, "n": 2})
+        await a.wait_for(lambda: tick_numbers(a.events) == [1, 2], "tick 2 on the live socket")
+        assert sorted(await sids_of(relay, user)) == sorted([hello["sid"], back["sid"]])
+
+
+FORGED = ["future", "other-stream", "malformed", "not-a-string"]
+
+
+@pytest.mark.parametrize("forged", FORGED)
+@async_test
+async def test_forged_offsets_recover_nothing(history_relay, forged):
+    """A socket received tick 1 and dropped; it comes back with an offset it never received —
+    from the future, of a stream it does not follow, malformed, not a string. That never
+    yields a recovery (which would replay tick 1 again, or skip what it missed): a new session
+    or a refusal."""
+    relay = await history_relay()
+    user, room = unique("amy"), unique("conversation:forged")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await bob.ok("chat:tick", {"room": room, "n": 1})
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        ms, seq, tag = parse_offset(last_offset(a))
+        offset = {"future": f"{ms + 10**9}-0:{tag}", "other-stream": f"{ms}-{seq}:{room_tag('conversation:elsewhere')}",
+                  "malformed": "not-an-offset", "not-a-string": 12}[forged]
+        await a.drop()
+        await bob.ok("chat:tick", {"room": room, "n": 2})
+        s = await raw.open(relay, forged)
+        answer = await s.connect({"token": mint_token(user), "recover": True, "pid": hello["pid"], "offset": offset})
+        if answer.startswith("44"):
+            return  # refused: nothing recovered
+        body = json.loads(answer[2:])
+        await s.barrier()
+        assert body.get("recovered") is not True, \
+            f"{forged} offset {offset!r} recovered the session: {body}; then replayed {s.packets[1:-1]}"
+        assert tick_numbers(s.events) == [], f"{forged}: nothing replayed: {s.events}"
+
+
+@async_test
+async def test_slow_consumer_close_is_never_recovered(history_relay):
+    """§12: a slow-consumer close (4008) ends the session for good."""
+    relay = await history_relay("--max-event-bytes", "65536")
+    user, room = unique("amy"), unique("conversation:slow")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room])
+        await bob.ok("chat:tick", {"room": room, "n": 1})
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        offset = last_offset(a)
+        a.reading.clear()  # stops reading: the relay's queue for it grows
+        blob = "x" * 60000
+        for n in range(2, 400):  # bounded: ~24 MB, far over the 1 MiB hard limit plus socket buffers
+            await bob.ok("chat:tick", {"room": room, "n": n, "blob": blob})
+            if await metric(relay, "relay_slow_consumer_closes_total") >= 1:
+                break
+        assert await metric(relay, "relay_slow_consumer_closes_total") >= 1, "the reader was never closed as slow"
+        a.reading.set()
+        closed = await asyncio.wait_for(asyncio.shield(a.closed), TIMEOUT)
+        assert getattr(getattr(closed, "rcvd", None), "code", None) == 4008, f"closed as a slow consumer: {closed!r}"
+        b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "again")
+        await assert_new_session(b, back, hello, [room])
+
+
+@async_test
 async def test_a_session_is_recovered_at_most_once(history_relay):
     relay = await history_relay()
     user, room = unique("amy"), unique("conversation:once")
