@@ -67,6 +67,19 @@ def missing_report(got: list[int], expected: list[int]) -> str:
     return f"missing {missing}, duplicated {dups}, out of order at {disorder[:10]}; got {got}"
 
 
+def page_timeline(seen: list[dict], got: list[int]) -> str:
+    """For a failure: each duplicated or out-of-order tick's records (page index, time, offset)
+    and the page's connection records, in order."""
+    bad = {n for n in got if got.count(n) > 1} | {b for a, b in zip(got, got[1:]) if b <= a}
+    rows = []
+    for e in seen:
+        if e["kind"] in ("connect", "disconnect", "engine_close", "engine_open", "upgrade", "reconnect_attempt"):
+            rows.append(f"#{e['i']} t={e['t']} {e['kind']} {json.dumps(e.get('data'))[:120]}")
+        elif e["kind"] == "event" and e["event"] == "chat:tick" and e["args"][0]["n"] in bad | {n - 1 for n in bad} | {n + 1 for n in bad}:
+            rows.append(f"#{e['i']} t={e['t']} tick {e['args'][0]['n']} offset {e['args'][-1]}")
+    return "\n--- page timeline ---\n" + "\n".join(rows)
+
+
 async def recoveries_of(relays) -> dict[str, float]:
     total: dict[str, float] = {}
     for r in relays:
@@ -167,7 +180,7 @@ async def browser_recovery_scenario(page: BrowserPage, url: str, sender_relay, r
     seen = await page.seen("web")
     tick_events = [e for e in seen if e["kind"] == "event" and e["event"] == "chat:tick"]
     got = [e["args"][0]["n"] for e in tick_events]
-    assert got == list(range(1, ticks + 1)), missing_report(got, list(range(1, ticks + 1)))
+    assert got == list(range(1, ticks + 1)), missing_report(got, list(range(1, ticks + 1))) + page_timeline(seen, got)
     assert all(len(e["args"]) == 2 for e in tick_events), f"the offset is the last argument: {[e['args'] for e in tick_events[:3]]}"
     assert_increasing([e["args"][1] for e in tick_events], room_tag(room))
     connects = [e for e in seen if e["kind"] == "connect"]
