@@ -29,6 +29,7 @@ RELAY_ARGS = RATE_FLAGS
 TICKS = 150
 PACE = 0.02  # seconds between two ticks: 150 ticks over about 3-4 s
 NOTES = 15  # backend notifications to the user meanwhile
+ROUNDS, BURST = 20, 30  # test_events_during_the_recovery_handshake_arrive_once
 
 
 def unique(prefix: str) -> str:
@@ -649,6 +650,42 @@ async def test_slow_consumer_close_is_never_recovered(history_relay):
         assert getattr(getattr(closed, "rcvd", None), "code", None) == 4008, f"closed as a slow consumer: {closed!r}"
         b, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "again")
         await assert_new_session(b, back, hello, [room])
+
+
+@async_test
+async def test_events_during_the_recovery_handshake_arrive_once(history_relay):
+    """Events published while the relay is recovering a socket (between its reading of the
+    history and its answer) reach the socket exactly once: replayed or live, never both. Up to
+    ROUNDS drop/recover rounds with a sender bursting meanwhile."""
+    relay = await history_relay()
+    user, room = unique("amy"), unique("conversation:race")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        s, hello = await opted_in(raw, relay, user, [room])
+        received: list[tuple[int, str]] = []  # (n, offset) over every socket of the session
+        n = 0
+        for round_no in range(ROUNDS):
+            n += 1
+            await bob.ok("chat:tick", {"room": room, "n": n})
+            await s.wait_for(lambda: n in tick_numbers(s.events), f"tick {n}")
+            received += [(args[0]["n"], args[-1]) for name, args in s.events if name == "chat:tick"]
+            offset = received[-1][1]
+            await s.drop()
+            first = n + 1
+            n += BURST
+            burst = asyncio.create_task(send_ticks(bob, room, first, n))
+            s, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, f"round-{round_no}")
+            assert back.get("recovered") is True, f"round {round_no}: {back}"
+            await asyncio.wait_for(burst, TIMEOUT)
+            await s.wait_for(lambda: n in tick_numbers(s.events), f"round {round_no}: tick {n}")
+            await s.barrier()
+            got = tick_numbers(s.events)
+            if got != list(range(got[0] if got else first, n + 1)) or len(set(got)) != len(got):
+                dups = [p for p in s.packets if p.startswith('42["chat:tick"')]
+                raise AssertionError(f"round {round_no}: ticks {got}; packets {dups}")
+            s.events = [e for e in s.events if e[0] == "chat:tick" and e[1][0]["n"] == n]
+        all_n = [k for k, _ in received]
+        assert all_n == sorted(set(all_n)), missing_report(all_n, list(range(1, n + 1)))
 
 
 @async_test
