@@ -216,7 +216,7 @@ async def test_no_recovery_without_redis(haproxy_cluster):
 
         # While Redis is unreachable: not recovered, on the same node as before.
         before = await recoveries_of([a, b])
-        (s0, hello0), off0 = sessions[0], offsets[0]
+        (_, hello0), off0 = sessions[0], offsets[0]
         t, back = await reconnect(raw, a, mint_token(users[0]), hello0["pid"], off0, "during-outage")
         assert back.get("recovered") is not True, back
         assert back["sid"] != hello0["sid"] and not back.get("rooms"), back
@@ -229,7 +229,7 @@ async def test_no_recovery_without_redis(haproxy_cluster):
         # Redis back, empty: a session from before is gone with Redis's data.
         redis.start()
         await wait_linked(a, b)
-        (s1, hello1), off1 = sessions[1], offsets[1]
+        (_, hello1), off1 = sessions[1], offsets[1]
         u, back = await reconnect(raw, b, mint_token(users[1]), hello1["pid"], off1, "after-outage")
         await assert_new_session(u, back, hello1, [room])
         # room:sync from an offset of the old epoch: history_unavailable.
