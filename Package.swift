@@ -102,10 +102,13 @@ let package = Package(
             path: "LoadTests/relay-load"
         ),
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"]),
+        // Test helpers shared by test targets (a real redis-server, started and stopped by pid).
+        .target(name: "RelayTestSupport", dependencies: [.product(name: "NIOPosix", package: "swift-nio")], path: "Tests/RelayTestSupport"),
         .testTarget(
             name: "RelayRedisTests",
             dependencies: [
                 "RelayRedis",
+                "RelayTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -125,6 +128,8 @@ let package = Package(
             name: "RelayServerTests",
             dependencies: [
                 "RelayServer",
+                "RelayTestSupport",
+                "RelayRedis",
                 "RelayCore",
                 "RelayStore",
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -90,7 +90,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             check(session.tick(now: now), wasClosed: wasClosed)
             if let deadline = session.nextDeadline, deadline < now { fatalError("deadline \(deadline) in the past at \(now)") }
         case 0xA0...0xAF:
-            let result: Result<AuthenticatedUser, RelayError> = control & 1 == 0 ? .success(user) : .failure(RelayError(.tokenExpired))
+            let result: Result<ConnectAnswer, RelayError> = control & 1 == 0 ? .success(ConnectAnswer(user: user)) : .failure(RelayError(.tokenExpired))
             let actions = session.connectFinished(result, now: now)
             if !authenticating && !actions.isEmpty { fatalError("connectFinished acted without an authentication") }
             authenticating = false

@@ -29,7 +29,7 @@ final class EngineSessionTests: XCTestCase {
         var s = makeSession(transport, configure: configure)
         _ = s.start(now: 0)
         _ = receive(&s, "40{\"token\":\"t\"}", from: transport)
-        _ = s.connectFinished(.success(alice), now: 0)
+        _ = s.connectFinished(.success(ConnectAnswer(user: alice)), now: 0)
         return s
     }
 
@@ -73,19 +73,19 @@ final class EngineSessionTests: XCTestCase {
     func testConnectUsesTheAuthTokenThenTheFallback() {
         var s = makeSession()
         _ = s.start(now: 0)
-        XCTAssertEqual(receive(&s, "40{\"token\":\"abc\"}"), [.authenticate(token: "abc")])
+        XCTAssertEqual(receive(&s, "40{\"token\":\"abc\"}"), [.authenticate(ConnectRequest(token: "abc"))])
         XCTAssertEqual(s.phase, .authenticating)
         XCTAssertEqual(receive(&s, "40{\"token\":\"again\"}"), [], "a CONNECT while authenticating is ignored")
         var q = makeSession()
         _ = q.start(now: 0)
-        XCTAssertEqual(receive(&q, "40"), [.authenticate(token: "from-query")])
+        XCTAssertEqual(receive(&q, "40"), [.authenticate(ConnectRequest(token: "from-query"))])
     }
 
     func testConnectAnswerAndRefusal() {
         var s = makeSession()
         _ = s.start(now: 0)
         _ = receive(&s, "40{\"token\":\"t\"}")
-        XCTAssertEqual(texts(s.connectFinished(.success(alice), now: 5)), ["40{\"sid\":\"S\"}"])
+        XCTAssertEqual(texts(s.connectFinished(.success(ConnectAnswer(user: alice)), now: 5)), ["40{\"sid\":\"S\"}"])
         XCTAssertEqual(s.user, alice)
         XCTAssertEqual(s.tick(now: 400), [], "no connect timeout once connected")
         var r = makeSession()
@@ -220,5 +220,31 @@ final class EngineSessionTests: XCTestCase {
         let mixed = receive(&s, "42[\"typing:start\",{\"room\":\"conversation:1\"}]")
         XCTAssertTrue(texts(mixed).first?.hasPrefix("439[{\"ok\":false") == true, "\(mixed)")
         XCTAssertEqual(mixed.last, .handle(.typing(room: "conversation:1", isTyping: true), ackID: nil, user: alice))
+    }
+}
+
+final class EngineSessionConnectRequestTests: XCTestCase {
+    func testConnectCarriesTheRecoveryRequestAndAnswersWithPidAndRooms() {
+        var s = EngineSession(configuration: SessionConfiguration(), transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
+        _ = s.start(now: 0)
+        let actions = s.receive(ArraySlice("40{\"token\":\"t\",\"pid\":\"P\",\"offset\":\"1-0:0000000a\",\"rooms\":[\"a\"]}".utf8), from: .websocket, now: 1, wallMs: 1)
+        XCTAssertEqual(actions, [.authenticate(ConnectRequest(token: "t", wantsRecovery: true, pid: "P", offset: WireOffset("1-0:0000000a"), rooms: ["a"]))])
+        let alice = AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["*"]), expiresAt: .max)
+        let answer = ConnectAnswer(user: alice, socketSID: "OLD", pid: "P", recovered: true, rooms: [("a", "1-0:0000000a")])
+        XCTAssertEqual(s.connectFinished(.success(answer), now: 2), [.send(Array("40{\"sid\":\"OLD\",\"pid\":\"P\",\"recovered\":true,\"rooms\":{\"a\":\"1-0:0000000a\"}}".utf8))])
+        XCTAssertEqual(s.socketSID, "OLD", "a recovered session takes back its sid")
+        // A repeated CONNECT gets the same answer.
+        XCTAssertEqual(s.receive(ArraySlice("40".utf8), from: .websocket, now: 3, wallMs: 3).count, 1)
+        XCTAssertFalse(s.clientDisconnected)
+        _ = s.receive(ArraySlice("41".utf8), from: .websocket, now: 4, wallMs: 4)
+        XCTAssertTrue(s.clientDisconnected, "a DISCONNECT ends the session for good")
+    }
+
+    func testMalformedRoomsRefuseTheConnect() {
+        var s = EngineSession(configuration: SessionConfiguration(), transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
+        _ = s.start(now: 0)
+        let actions = s.receive(ArraySlice("40{\"token\":\"t\",\"rooms\":\"a\"}".utf8), from: .websocket, now: 1, wallMs: 1)
+        XCTAssertEqual(actions.count, 2)
+        XCTAssertEqual(actions.last, .close(code: CloseCode.authenticationFailed, reason: "invalid_payload"))
     }
 }

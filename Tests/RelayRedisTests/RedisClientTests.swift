@@ -1,3 +1,4 @@
+import RelayTestSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

@@ -18,6 +18,8 @@ public struct HistoryStore<Item> {
     }
 
     public var streamCount: Int { streams.count }
+    /// Entries in the append-order index (live and stale), for tests of its bound.
+    var orderCount: Int { order.count }
 
     /// Appends an event to `stream`; returns its offset.
     public mutating func append(_ item: Item, bytes: Int, to stream: StreamKey, wallMs: Int64) -> StreamOffset {

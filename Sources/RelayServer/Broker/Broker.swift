@@ -22,6 +22,8 @@ public struct Routing: Sendable, Equatable {
 public protocol Broker: AnyObject, Sendable {
     /// Whether recoverable events are stored (history on).
     var keepsHistory: Bool { get }
+    /// Whether events go to other nodes (a publish with no local recipient still matters).
+    var crossesNodes: Bool { get }
     /// Whether the broker can reach its store (always for memory; Redis link for Redis).
     var isUp: Bool { get }
 

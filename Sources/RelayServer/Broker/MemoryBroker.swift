@@ -19,6 +19,7 @@ public final class MemoryBroker: Broker {
     }
 
     public var keepsHistory: Bool { limits.isEnabled }
+    public var crossesNodes: Bool { false }
     public var isUp: Bool { true }
 
     private func shard(_ stream: StreamKey) -> NIOLockedValueBox<HistoryStore<OutboundMessage>> {

@@ -29,6 +29,7 @@ public final class RedisBroker: Broker {
     }
 
     public var keepsHistory: Bool { limits.isEnabled }
+    public var crossesNodes: Bool { true }
     public var isUp: Bool { bus.isUp }
     public var memoryUsage: (events: Int, bytes: Int) { (0, 0) }
 
@@ -61,7 +62,9 @@ public final class RedisBroker: Broker {
             return
         }
         guard bus.isUp else {
+            // Not stored and not sent to the other nodes: degraded to this node.
             storeFailed()
+            bus.metrics.redisDegraded.increment()
             deliver(message)
             return
         }
@@ -92,7 +95,8 @@ public final class RedisBroker: Broker {
     private func recordGap() {
         guard gapSince.withLockedValue({ $0 }) != nil else { return }
         let until = wallMs()
-        bus.redis.send(["EVAL", "local v = tonumber(redis.call('GET', KEYS[1]) or '0'); if tonumber(ARGV[1]) > v then redis.call('SET', KEYS[1], ARGV[1]) end; return 1", "1", Self.gapKey, String(until)])
+        let script = "local v = tonumber(redis.call('GET', KEYS[1]) or '0'); if tonumber(ARGV[1]) > v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end; return 1"
+        bus.redis.send(["EVAL", script, "1", Self.gapKey, String(until), String(max(1, limits.maxAgeMs * 2))])
             .whenSuccess { _ in self.gapSince.withLockedValue { $0 = nil } }
     }
 

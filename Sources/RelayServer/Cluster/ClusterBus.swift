@@ -8,6 +8,10 @@ import RelayRedis
 /// channels (sharded when Redis has it), cluster-wide presence with per-node heartbeats, and
 /// the sweep that removes a dead node's presence. No home-made cluster protocol: nodes never
 /// talk to each other directly.
+///
+/// Its callbacks (`onMessage`, `onLinkUp`, `onRestatePresence`, `onPresenceGone`) are set once,
+/// before `start`, and only read afterwards; `heartbeatTask` is touched only by `start` and
+/// `stop`: that is what makes the `@unchecked Sendable` safe.
 public final class ClusterBus: @unchecked Sendable {
     public struct Options: Sendable {
         /// How often this node refreshes its heartbeat and looks for dead nodes.
@@ -22,8 +26,10 @@ public final class ClusterBus: @unchecked Sendable {
     let options: Options
     let logger: Logger
     let metrics: RelayMetrics
-    /// Set by the hub that owns this bus.
-    weak var hub: Hub?
+    /// Redis came back: restate this node's presence (set by the hub before `start`).
+    var onRestatePresence: (@Sendable () -> Void)?
+    /// A dead node's user is gone from a room cluster-wide (set by the hub before `start`).
+    var onPresenceGone: (@Sendable (_ room: String, _ user: String) -> Void)?
     private var heartbeatTask: RepeatedTask?
 
     static func roomChannel(_ room: String) -> String { "relay:room:{\(room)}" }
@@ -76,12 +82,6 @@ public final class ClusterBus: @unchecked Sendable {
 
     // MARK: Presence
 
-    struct PresenceUpdate {
-        var before: Int
-        var after: Int
-        var presence: [PresenceEntry]
-    }
-
     /// Sets this node's device count for `user` in `room`; returns the cluster totals before and
     /// after, and the room's cluster presence.
     func updatePresence(room: String, user: String, devices: Int) -> EventLoopFuture<PresenceUpdate> {
@@ -129,7 +129,7 @@ public final class ClusterBus: @unchecked Sendable {
         onLinkUp?()
         // Redis may have restarted empty, or swept this node while it could not beat: state
         // this node's presence again (users that reappear are announced).
-        hub?.republishPresence()
+        onRestatePresence?()
     }
 
     private func heartbeat() {
@@ -149,7 +149,7 @@ public final class ClusterBus: @unchecked Sendable {
             guard let self, reply == .simpleString("OK") else { return }
             self.logger.warning("node presumed dead; removing its presence", metadata: ["node": "\(dead)"])
             self.sweep(node: dead).whenSuccess { gone in
-                for (room, user) in gone { self.hub?.announceClusterLeave(room: room, user: user) }
+                for (room, user) in gone { self.onPresenceGone?(room, user) }
             }
         }
     }

@@ -35,7 +35,7 @@ extension Hub {
         }
         let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name)
         // Nobody else in the room, nothing to keep and no other node to tell: do not even encode.
-        guard audience.recipients > 0 || recoverable || cluster != nil else { return 0 }
+        guard audience.recipients > 0 || recoverable || broker.crossesNodes else { return 0 }
         var message = attachments.isEmpty
             ? makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: audience.deflateClients)
             : makeBinaryMessage(name, payload, attachments: attachments)
@@ -115,7 +115,7 @@ extension Hub {
     public func publish(user: String, name: String, payload: JSONValue, durable: Bool = false) -> Int {
         let audience = userAudience(user)
         let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name)
-        guard audience.recipients > 0 || recoverable || cluster != nil else { return 0 }
+        guard audience.recipients > 0 || recoverable || broker.crossesNodes else { return 0 }
         let message = makeMessage(name, payload, durable: durable, deflateClients: audience.deflateClients)
         broker.publish(message, to: .user(user), routing: Routing(), recoverable: recoverable) { [self] published in
             let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
@@ -166,7 +166,7 @@ extension Hub {
         }
         let recoverable = broker.keepsHistory
         // Nobody else in the room and the author offline (and no history, no other node).
-        if author.recipients == 0 && room.recipients == 0 && !recoverable && cluster == nil { return }
+        if author.recipients == 0 && room.recipients == 0 && !recoverable && !broker.crossesNodes { return }
         let payload = receipt.json.setting("from", to: .string(receipt.userID))
         // Durable as the policy table declares receipts: never coalesced or dropped silently.
         let durable = EventPolicyTable.known[receipt.kind.eventName]?.isDurable ?? true

@@ -11,14 +11,14 @@ extension Hub {
     /// cluster-wide when the node is in a cluster and Redis is up, this node's otherwise.
     public func join(room: String, sink: any ConnectionSink, user: String, on shard: LoopShard) throws(RelayError) -> EventLoopFuture<[PresenceEntry]> {
         let joined: RoomRegistry.JoinResult
-        let presence: [PresenceEntry]
-        let devices: Int
+        let local: PresenceUpdate
         do throws(RoomRegistry.JoinError) {
-            (joined, presence, devices) = try state.withLock { s throws(RoomRegistry.JoinError) in
+            (joined, local) = try state.withLock { s throws(RoomRegistry.JoinError) in
                 let r = try s.rooms.join(room: room, connection: sink.connectionID, user: user, partition: shard.index)
                 let first = !r.alreadyMember && s.rooms.memberCount(room: room) == 1
                 if first { broker.subscribe(.room(room)) }
-                return (r, s.rooms.presence(room: room), s.rooms.devices(room: room, user: user))
+                let devices = s.rooms.devices(room: room, user: user)
+                return (r, PresenceUpdate(before: r.alreadyMember ? devices : devices - 1, after: devices, presence: s.rooms.presence(room: room)))
             }
         } catch {
             switch error {
@@ -28,49 +28,23 @@ extension Hub {
         }
         shard.join(room: room, sink)
         let loop = shard.eventLoop
-        guard let cluster else {
-            if joined.userBecamePresent {
-                broadcastPresence("presence:join", room: room, user: user, ts: clock.wallMs(), exclude: sink.connectionID)
-            }
-            return loop.makeSucceededFuture(presence)
-        }
-        if joined.alreadyMember { return self.presence(room: room, on: loop) }
+        if joined.alreadyMember { return presence(room: room, on: loop) }
         let exclude = sink.connectionID
-        guard cluster.isUp else {
-            // Degraded: node-local presence.
-            if joined.userBecamePresent { broadcastPresence("presence:join", room: room, user: user, ts: clock.wallMs(), exclude: exclude) }
-            return loop.makeSucceededFuture(presence)
-        }
-        return cluster.updatePresence(room: room, user: user, devices: devices).map { update in
-            if update.before == 0 && update.after > 0 {
+        return presenceManager.update(room: room, user: user, local: local, on: loop).map { update in
+            if update.becamePresent {
                 self.broadcastPresence("presence:join", room: room, user: user, ts: self.clock.wallMs(), exclude: exclude)
             }
             return update.presence
-        }.recover { _ in
-            if joined.userBecamePresent { self.broadcastPresence("presence:join", room: room, user: user, ts: self.clock.wallMs(), exclude: exclude) }
-            return presence
-        }.hop(to: loop)
+        }
     }
 
-    /// After a connection left a room on this node: the room channel and cluster presence.
-    func presenceLeft(_ leave: RoomRegistry.LeaveResult, exclude: ConnectionID?) {
-        guard let cluster else {
-            if leave.userLeftPresence { broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: clock.wallMs(), exclude: exclude) }
-            return
-        }
+    /// After a connection left a room on this node: presence (cluster-wide when there is one).
+    func presenceLeft(_ leave: RoomRegistry.LeaveResult, exclude: ConnectionID?, on loop: any EventLoop) {
         let devices = state.withLockedValue { s in s.rooms.devices(room: leave.room, user: leave.user) }
-        guard cluster.isUp else {
-            if leave.userLeftPresence { broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: clock.wallMs(), exclude: exclude) }
-            return
-        }
-        cluster.updatePresence(room: leave.room, user: leave.user, devices: devices).whenComplete { result in
-            switch result {
-            case .success(let update):
-                if update.before > 0 && update.after == 0 {
-                    self.broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: self.clock.wallMs(), exclude: exclude)
-                }
-            case .failure:
-                if leave.userLeftPresence { self.broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: self.clock.wallMs(), exclude: exclude) }
+        let local = PresenceUpdate(before: devices + 1, after: devices, presence: [])
+        presenceManager.update(room: leave.room, user: leave.user, local: local, on: loop).whenSuccess { update in
+            if update.leftPresence {
+                self.broadcastPresence("presence:leave", room: leave.room, user: leave.user, ts: self.clock.wallMs(), exclude: exclude)
             }
         }
     }
@@ -78,14 +52,16 @@ extension Hub {
     /// Restates this node's presence in Redis (after a Redis outage); users the cluster had
     /// lost are announced again.
     func republishPresence() {
-        guard let cluster else { return }
         let entries = state.withLockedValue { $0.rooms.allPresence() }
         let rooms = Set(entries.map(\.room))
         for room in rooms { broker.subscribe(.room(room)) }
         for user in Set(entries.map(\.user)) { broker.subscribe(.user(user)) }
+        let loop = shards[0].eventLoop
         for e in entries {
-            cluster.updatePresence(room: e.room, user: e.user, devices: e.devices).whenSuccess { update in
-                if update.before == 0 && update.after > 0 {
+            // Restated as if new: the cluster may have lost it.
+            let local = PresenceUpdate(before: 0, after: e.devices, presence: [])
+            presenceManager.update(room: e.room, user: e.user, local: local, on: loop).whenSuccess { update in
+                if update.becamePresent {
                     self.broadcastPresence("presence:join", room: e.room, user: e.user, ts: self.clock.wallMs(), exclude: nil)
                 }
             }
@@ -111,7 +87,7 @@ extension Hub {
         shard.leave(room: room, id)
         if let deadline { typingTimer.schedule(at: deadline) }
         let ts = clock.wallMs()
-        presenceLeft(left, exclude: id)
+        presenceLeft(left, exclude: id, on: shard.eventLoop)
         for key in ended {
             let payload = JSONValue.object([("room", .string(key.room)), ("from", .string(key.user)), ("ts", .int(ts)), ("reason", "left")])
             publish(room: key.room, name: "location:stop", payload: payload, excludeConnection: id)
@@ -130,9 +106,7 @@ extension Hub {
 
     /// The room's presence: cluster-wide when Redis is up, this node's otherwise.
     public func presence(room: String, on loop: any EventLoop) -> EventLoopFuture<[PresenceEntry]> {
-        guard let cluster, cluster.isUp else { return loop.makeSucceededFuture(presence(room: room)) }
-        let local = presence(room: room)
-        return cluster.presence(room: room).recover { _ in local }.hop(to: loop)
+        presenceManager.presence(room: room, local: presence(room: room), on: loop)
     }
 
     func broadcastPresence(_ name: String, room: String, user: String, ts: Int64, exclude: ConnectionID?) {

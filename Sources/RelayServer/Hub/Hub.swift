@@ -45,6 +45,8 @@ public final class Hub: Sendable {
     public let broker: any Broker
     /// Disconnected sessions kept for connection state recovery.
     public let sessions: any SessionStore
+    /// Who is in each room: this node's view, or the cluster's.
+    public let presenceManager: any PresenceManager
 
     public init(
         eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(),
@@ -57,9 +59,11 @@ public final class Hub: Sendable {
         if let cluster {
             self.broker = RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs)
             self.sessions = RedisSessionStore(redis: cluster.redis)
+            self.presenceManager = RedisPresenceManager(bus: cluster)
         } else {
             self.broker = MemoryBroker(limits: limits, wallMs: clock.wallMs)
             self.sessions = MemorySessionStore(wallMs: clock.wallMs)
+            self.presenceManager = MemoryPresenceManager()
         }
         self.shards = eventLoops.enumerated().map { LoopShard(index: $0.offset, eventLoop: $0.element, metrics: metrics) }
         self.shardByLoop = Dictionary(uniqueKeysWithValues: eventLoops.enumerated().map { (ObjectIdentifier($0.element), $0.offset) })
@@ -75,7 +79,8 @@ public final class Hub: Sendable {
             ))
         self.typingTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
         self.locationTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
-        cluster?.hub = self
+        cluster?.onRestatePresence = { [weak self] in self?.republishPresence() }
+        cluster?.onPresenceGone = { [weak self] room, user in self?.announceClusterLeave(room: room, user: user) }
         broker.setRemoteHandler { [weak self] stream, message, routing in self?.deliverFromCluster(stream, message, routing: routing) }
         typingTimer.setAction { [weak self] in self?.flushTyping() }
         locationTimer.setAction { [weak self] in self?.expireLocations() }
@@ -143,7 +148,7 @@ public final class Hub: Sendable {
         metrics.connections.decrement()
         if let typingDeadline { typingTimer.schedule(at: typingDeadline) }
         let ts = clock.wallMs()
-        for leave in leaves { presenceLeft(leave, exclude: nil) }
+        for leave in leaves { presenceLeft(leave, exclude: nil, on: shard.eventLoop) }
         for key in endedShares {
             let payload = JSONValue.object([("room", .string(key.room)), ("from", .string(key.user)), ("ts", .int(ts)), ("reason", "disconnected")])
             publish(room: key.room, name: "location:stop", payload: payload, excludeConnection: id)

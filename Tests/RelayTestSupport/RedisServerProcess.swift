@@ -2,23 +2,24 @@ import Foundation
 import NIOPosix
 import XCTest
 
+/// Shared by the test targets (RelayRedisTests, RelayServerTests).
 /// A real `redis-server` on 127.0.0.1, on a free port, started and stopped by the test (by pid).
-final class RedisServerProcess {
-    let port: Int
+public final class RedisServerProcess {
+    public let port: Int
     private var process: Process?
     private let directory: URL
 
-    static var binary: String? {
+    public static var binary: String? {
         ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    init(port: Int? = nil) throws {
+    public init(port: Int? = nil) throws {
         self.port = try port ?? Self.freePort()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-redis-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
 
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
@@ -32,7 +33,7 @@ final class RedisServerProcess {
     }
 
     /// Starts the server and waits (bounded) until it accepts connections.
-    func start() throws {
+    public func start() throws {
         guard let binary = Self.binary else {
             throw NSError(domain: "redis", code: 2, userInfo: [NSLocalizedDescriptionKey: "redis-server is not installed"])
         }
@@ -66,7 +67,7 @@ final class RedisServerProcess {
         }
     }
 
-    static func canConnect(port: Int) -> Bool {
+    public static func canConnect(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
@@ -76,7 +77,7 @@ final class RedisServerProcess {
         return withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
     }
 
-    func kill() {
+    public func kill() {
         guard let p = process, p.isRunning else { return }
         Foundation.kill(p.processIdentifier, SIGKILL)
         p.waitUntilExit()
@@ -90,7 +91,7 @@ final class RedisServerProcess {
 }
 
 /// Fails (not skips) when redis-server is missing: the test command installs it.
-func requireRedisServer() throws {
+public func requireRedisServer() throws {
     if RedisServerProcess.binary == nil {
         XCTFail("redis-server is not installed: run scripts/test.sh (CI installs Debian's redis-server)")
         throw NSError(domain: "redis", code: 2)

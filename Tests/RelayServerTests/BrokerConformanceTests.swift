@@ -1,0 +1,188 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RelayCore
+import RelayRedis
+import RelayTestSupport
+import XCTest
+
+@testable import RelayServer
+
+/// One suite, run against every `Broker`: the memory broker and the Redis broker (a real
+/// redis-server). Subclasses say how to make one.
+class BrokerConformanceTests: XCTestCase {
+    var group: MultiThreadedEventLoopGroup!
+    var loop: any EventLoop { group.next() }
+    let wall = NIOLockedValueBox<Int64>(1_700_000_000_000)
+
+    /// Makes a broker keeping `limits`; `nil` in the abstract base class (skips nothing: the base
+    /// class has no tests of its own to run).
+    func makeBroker(limits: HistoryLimits) throws -> (any Broker)? { nil }
+
+    override func setUp() async throws {
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    }
+
+    override func tearDown() async throws {
+        try await group.shutdownGracefully()
+    }
+
+    func message(_ text: String) -> OutboundMessage {
+        OutboundMessage(bytes: ByteBuffer(string: "42[\"chat:say\",{\"t\":\"\(text)\"}]"))
+    }
+
+    /// Publishes and waits for the local delivery.
+    func publish(_ broker: any Broker, _ text: String, to stream: StreamKey, recoverable: Bool = true) throws -> OutboundMessage {
+        let promise = loop.makePromise(of: OutboundMessage.self)
+        broker.publish(message(text), to: stream, routing: Routing(), recoverable: recoverable) { promise.succeed($0) }
+        return try promise.futureResult.wait()
+    }
+
+    func texts(_ page: HistoryPage<OutboundMessage>) -> [String] {
+        page.entries.map { String(buffer: $0.item.bytes) }
+    }
+
+    func testRecoverableEventsGetIncreasingOffsetsAndAreKept() throws {
+        guard let broker = try makeBroker(limits: HistoryLimits(maxEvents: 50, maxAgeMs: 60_000, maxBytes: 1 << 20)) else { return }
+        let room = StreamKey.room("conversation:\(UUID().uuidString)")
+        XCTAssertEqual(try broker.head(of: room, on: loop).wait(), .zero)
+        let delivered = try (0..<5).map { try publish(broker, "m\($0)", to: room) }
+        let offsets = delivered.compactMap { $0.stamp?.position.offset }
+        XCTAssertEqual(offsets.count, 5)
+        XCTAssertEqual(offsets, offsets.sorted())
+        XCTAssertEqual(Set(offsets).count, 5)
+        XCTAssertEqual(delivered.first?.stamp?.position.stream, room)
+        XCTAssertEqual(try broker.head(of: room, on: loop).wait(), offsets[4])
+
+        let all = try broker.history(of: room, after: .zero, limit: 100, maxBytes: 1 << 20, on: loop).wait().get()
+        XCTAssertEqual(all.entries.map(\.offset), offsets)
+        XCTAssertEqual(texts(all), delivered.map { String(buffer: $0.bytes) })
+        XCTAssertFalse(all.more)
+        let after = try broker.history(of: room, after: offsets[2], limit: 100, maxBytes: 1 << 20, on: loop).wait().get()
+        XCTAssertEqual(after.entries.map(\.offset), Array(offsets[3...]))
+        let page = try broker.history(of: room, after: offsets[0], limit: 2, maxBytes: 1 << 20, on: loop).wait().get()
+        XCTAssertEqual(page.entries.map(\.offset), Array(offsets[1...2]))
+        XCTAssertTrue(page.more)
+        XCTAssertEqual(try broker.history(of: room, after: offsets[4], limit: 10, maxBytes: 1 << 20, on: loop).wait().get().entries.count, 0)
+    }
+
+    func testStreamsAreSeparate() throws {
+        guard let broker = try makeBroker(limits: HistoryLimits()) else { return }
+        let id = UUID().uuidString
+        let a = StreamKey.room("a-\(id)"), user = StreamKey.user("u-\(id)")
+        _ = try publish(broker, "to-a", to: a)
+        let u = try publish(broker, "to-user", to: user)
+        XCTAssertEqual(texts(try broker.history(of: user, after: .zero, limit: 10, maxBytes: 1 << 20, on: loop).wait().get()), [String(buffer: u.bytes)])
+        XCTAssertEqual(try broker.history(of: a, after: .zero, limit: 10, maxBytes: 1 << 20, on: loop).wait().get().entries.count, 1)
+    }
+
+    func testNonRecoverableEventsAreDeliveredButNotKept() throws {
+        guard let broker = try makeBroker(limits: HistoryLimits()) else { return }
+        let room = StreamKey.room("typing-\(UUID().uuidString)")
+        let delivered = try publish(broker, "typing", to: room, recoverable: false)
+        XCTAssertNil(delivered.stamp)
+        XCTAssertEqual(try broker.head(of: room, on: loop).wait(), .zero)
+    }
+
+    func testAnOffsetTheHistoryNoLongerReachesIsUnavailable() throws {
+        guard let broker = try makeBroker(limits: HistoryLimits(maxEvents: 3, maxAgeMs: 60_000, maxBytes: 1 << 20)) else { return }
+        let room = StreamKey.room("short-\(UUID().uuidString)")
+        let offsets = try (0..<400).compactMap { try publish(broker, "m\($0)", to: room).stamp?.position.offset }
+        let gone = try broker.history(of: room, after: offsets[0], limit: 10, maxBytes: 1 << 20, on: loop).wait()
+        XCTAssertEqual(gone.map(\.entries.count), .failure(.unavailable))
+        XCTAssertEqual(try broker.history(of: room, after: .zero, limit: 10, maxBytes: 1 << 20, on: loop).wait().map(\.entries.count), .failure(.unavailable))
+        let recent = try broker.history(of: room, after: offsets[398], limit: 10, maxBytes: 1 << 20, on: loop).wait().get()
+        XCTAssertEqual(recent.entries.map(\.offset), [offsets[399]])
+        let unknown = StreamOffset(ms: offsets[399].ms, seq: offsets[399].seq + 1000)
+        XCTAssertEqual(try broker.history(of: room, after: unknown, limit: 10, maxBytes: 1 << 20, on: loop).wait().map(\.entries.count), .failure(.unavailable))
+    }
+}
+
+final class MemoryBrokerConformanceTests: BrokerConformanceTests {
+    override func makeBroker(limits: HistoryLimits) throws -> (any Broker)? {
+        MemoryBroker(limits: limits, wallMs: { [wall] in wall.withLockedValue { $0 += 1; return $0 } })
+    }
+
+    func testMemoryUsageIsBoundedByTheByteBudget() throws {
+        let broker = MemoryBroker(limits: HistoryLimits(maxEvents: 1000, maxAgeMs: 60_000, maxBytes: 16 * 4096), wallMs: { 1 })
+        for i in 0..<5000 { _ = try publish(broker, String(repeating: "x", count: 100) + "\(i)", to: .room("r\(i % 50)")) }
+        XCTAssertLessThanOrEqual(broker.memoryUsage.bytes, 16 * 4096)
+        XCTAssertGreaterThan(broker.memoryUsage.events, 0)
+    }
+}
+
+final class RedisBrokerConformanceTests: BrokerConformanceTests {
+    var redis: RedisServerProcess?
+    var buses: [ClusterBus] = []
+
+    override func setUp() async throws {
+        try await super.setUp()
+        try requireRedisServer()
+        let server = try RedisServerProcess()
+        try server.start()
+        redis = server
+    }
+
+    override func tearDown() async throws {
+        for bus in buses { await bus.stop() }
+        buses = []
+        redis?.kill()
+        try await super.tearDown()
+    }
+
+    func makeBus(node: String) throws -> ClusterBus {
+        let endpoint = try XCTUnwrap(RedisEndpoint(url: "redis://127.0.0.1:\(try XCTUnwrap(redis).port)"))
+        let bus = ClusterBus(nodeID: node, redis: RedisClient(endpoint: endpoint, eventLoop: loop), metrics: RelayMetrics(), logger: Logger(label: "test"))
+        buses.append(bus)
+        return bus
+    }
+
+    func waitUp(_ bus: ClusterBus) throws {
+        let deadline = Date().addingTimeInterval(10)
+        while !bus.isUp, Date() < deadline { usleep(10_000) }
+        XCTAssertTrue(bus.isUp)
+    }
+
+    override func makeBroker(limits: HistoryLimits) throws -> (any Broker)? {
+        let bus = try makeBus(node: "n\(buses.count)")
+        let broker = RedisBroker(bus: bus, limits: limits, wallMs: { 1 })
+        bus.start()
+        try waitUp(bus)
+        return broker
+    }
+
+    func testOtherNodesReceiveTheSameOffsets() throws {
+        let a = try XCTUnwrap(try makeBroker(limits: HistoryLimits()))
+        let b = try XCTUnwrap(try makeBroker(limits: HistoryLimits()))
+        let room = StreamKey.room("cross-\(UUID().uuidString)")
+        let received = NIOLockedValueBox<[OutboundMessage]>([])
+        let got = loop.makePromise(of: Void.self)
+        b.setRemoteHandler { stream, message, _ in
+            guard stream == room else { return }
+            if received.withLockedValue({ $0.append(message); return $0.count }) == 3 { got.succeed(()) }
+        }
+        b.subscribe(room)
+        // The subscription is in place once a publish reaches b (bounded retries).
+        var published: [OutboundMessage] = []
+        for i in 0..<3 {
+            usleep(i == 0 ? 200_000 : 0)
+            published.append(try publish(a, "x\(i)", to: room))
+        }
+        try got.futureResult.wait()
+        XCTAssertEqual(received.withLockedValue { $0.map { $0.stamp?.position } }, published.map { $0.stamp?.position })
+        XCTAssertEqual(received.withLockedValue { $0.map { String(buffer: $0.bytes) } }, published.map { String(buffer: $0.bytes) })
+    }
+
+    func testRedisDownMeansNotRecoveredNeverWrongData() throws {
+        let broker = try XCTUnwrap(try makeBroker(limits: HistoryLimits()))
+        let room = StreamKey.room("down-\(UUID().uuidString)")
+        let before = try XCTUnwrap(try publish(broker, "before", to: room).stamp?.position.offset)
+        redis?.kill()
+        let deadline = Date().addingTimeInterval(10)
+        while broker.isUp, Date() < deadline { usleep(10_000) }
+        let during = try publish(broker, "during", to: room)
+        XCTAssertNil(during.stamp, "delivered on this node, without an offset")
+        XCTAssertEqual(try broker.history(of: room, after: before, limit: 10, maxBytes: 1 << 20, on: loop).wait().map(\.entries.count), .failure(.storeDown))
+    }
+}
