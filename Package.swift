@@ -21,13 +21,12 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.1.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.27.0"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.2.0"),
-        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
     ],
     targets: [
         // Pure logic: no sockets, no event loops. Tested without a socket.
         .target(
             name: "RelayCore",
-            dependencies: [.product(name: "DequeModule", package: "swift-collections")]
+            dependencies: []
         ),
         // zlib from the system (zlib1g-dev), for permessage-deflate.
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails (exit 1, one file:line per hit) when code that parses network input could trap:
 # `try!`, `as!`, a force unwrap, `fatalError(` or `preconditionFailure(` in the parsing and
-# connection code (RelayCore; RelayServer Auth, Connection, WebSocket, HTTP, Compression, Polling). A line may carry a trailing `// trap-ok: <reason>` for a case that is
+# connection code (RelayCore; RelayServer Auth, Connection, WebSocket, HTTP, Compression, Polling,
+# Broker, Presence, Cluster). A line may carry a trailing `// trap-ok: <reason>` for a case that is
 # provably safe; the reason is mandatory.
 #
 # This is a lint, not a parser: string literals on one line and `//` comments are blanked before
@@ -12,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-DIRS=(Sources/RelayCore Sources/RelayServer/Auth Sources/RelayServer/Connection Sources/RelayServer/WebSocket Sources/RelayServer/HTTP Sources/RelayServer/Compression Sources/RelayServer/Polling)
+DIRS=(Sources/RelayCore Sources/RelayServer/Auth Sources/RelayServer/Connection Sources/RelayServer/WebSocket Sources/RelayServer/HTTP Sources/RelayServer/Compression Sources/RelayServer/Polling Sources/RelayServer/Broker Sources/RelayServer/Presence Sources/RelayServer/Cluster)
 PATTERN='try!|as!|[]A-Za-z0-9_)]!([^=]|$)|fatalError\(|preconditionFailure\('
 
 hits=0

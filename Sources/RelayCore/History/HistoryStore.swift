@@ -1,5 +1,3 @@
-import DequeModule
-
 /// The in-memory history of many streams under one budget: per stream the last
 /// `maxEvents` events no older than `maxAgeMs`, and at most `maxBytes` in all, the oldest events
 /// of any stream going first. A value type fed items and wall time; the memory broker keeps one
@@ -9,7 +7,7 @@ public struct HistoryStore<Item> {
     private var streams: [StreamKey: StreamHistory<Item>] = [:]
     /// Every retained event in append order across streams (for the byte budget and the age
     /// limit). Entries a stream already dropped on its own count limit are skipped when reached.
-    private var order = Deque<(stream: StreamKey, offset: StreamOffset, wallMs: Int64)>()
+    private var order = FIFO<(stream: StreamKey, offset: StreamOffset, wallMs: Int64)>()
     public private(set) var totalBytes = 0
     public private(set) var totalEvents = 0
 
@@ -42,7 +40,7 @@ public struct HistoryStore<Item> {
     public mutating func trim(wallMs: Int64) {
         let cutoff = wallMs - limits.maxAgeMs
         while let first = order.first, first.wallMs <= cutoff || totalBytes > limits.maxBytes {
-            order.removeFirst()
+            _ = order.popFirst()
             guard var history = streams.removeValue(forKey: first.stream) else { continue }
             if history.entries.first?.offset == first.offset {
                 totalBytes -= history.evictOldest()
@@ -57,7 +55,7 @@ public struct HistoryStore<Item> {
         // Entries a stream evicted on its count limit stay in `order` until reached; keep the
         // index from growing past twice the live events.
         if order.count > 2 * max(totalEvents, 1024) {
-            order = Deque(order.filter { e in
+            order = FIFO(order.elements.filter { e in
                 guard let h = streams[e.stream], let oldest = h.entries.first?.offset else { return false }
                 return e.offset >= oldest
             })

@@ -1,5 +1,3 @@
-import DequeModule
-
 /// Where one socket stands in each of its streams, so that the single offset a Socket.IO client
 /// reports on reconnect (the last event it received) tells what it missed in *every* stream.
 ///
@@ -21,7 +19,9 @@ public struct RecoveryLog: Sendable, Equatable {
     public let maxRuns: Int
     /// Each followed stream's position before the oldest retained run.
     public private(set) var base: [StreamKey: StreamOffset] = [:]
-    public private(set) var runs = Deque<Run>()
+    private var queue = FIFO<Run>()
+    /// The runs, oldest first.
+    public var runs: ArraySlice<Run> { queue.elements }
     /// Runs were folded into `base`: a client that received nothing cannot be placed.
     public private(set) var folded = false
 
@@ -32,7 +32,7 @@ public struct RecoveryLog: Sendable, Equatable {
     public init(maxRuns: Int, base: [StreamKey: StreamOffset], runs: [Run], folded: Bool) {
         self.maxRuns = max(1, maxRuns)
         self.base = base
-        self.runs = Deque(runs.suffix(self.maxRuns))
+        self.queue = FIFO(runs.suffix(self.maxRuns))
         self.folded = folded || runs.count > self.maxRuns
     }
 
@@ -41,25 +41,25 @@ public struct RecoveryLog: Sendable, Equatable {
     /// The socket now follows `stream`, whose newest offset is `head`.
     public mutating func follow(_ stream: StreamKey, from head: StreamOffset) {
         base[stream] = head
-        runs.removeAll { $0.stream == stream }
+        queue.removeAll { $0.stream == stream }
     }
 
     /// The socket no longer follows `stream`.
     public mutating func unfollow(_ stream: StreamKey) {
         base.removeValue(forKey: stream)
-        runs.removeAll { $0.stream == stream }
+        queue.removeAll { $0.stream == stream }
     }
 
     /// An event of `stream` at `offset` was queued to the socket.
     public mutating func record(_ stream: StreamKey, _ offset: StreamOffset) {
         guard base[stream] != nil else { return }
-        if var last = runs.last, last.stream == stream, offset > last.last {
+        if var last = queue.last, last.stream == stream, offset > last.last {
             last.last = offset
-            runs[runs.index(before: runs.endIndex)] = last
+            queue[queue.count - 1] = last
             return
         }
-        runs.append(Run(stream: stream, first: offset, last: offset))
-        while runs.count > maxRuns, let oldest = runs.popFirst() {
+        queue.append(Run(stream: stream, first: offset, last: offset))
+        while queue.count > maxRuns, let oldest = queue.popFirst() {
             base[oldest.stream] = max(base[oldest.stream] ?? .zero, oldest.last)
             folded = true
         }

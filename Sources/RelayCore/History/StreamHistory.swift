@@ -1,5 +1,3 @@
-import DequeModule
-
 /// The retained events of one stream, oldest first, and where the stream stands.
 ///
 /// A read after offset `o` is answered only when every event after `o` is still here: `o` is a
@@ -14,7 +12,9 @@ public struct StreamHistory<Item> {
         public var item: Item
     }
 
-    public private(set) var entries = Deque<Entry>()
+    private var queue = FIFO<Entry>()
+    /// The retained events, oldest first.
+    public var entries: ArraySlice<Entry> { queue.elements }
     /// The newest offset this stream gave out (`zero` when none).
     public private(set) var head = StreamOffset.zero
     /// The newest evicted offset, once anything was evicted.
@@ -26,7 +26,7 @@ public struct StreamHistory<Item> {
     /// Appends an event at the next offset.
     public mutating func append(_ item: Item, bytes: Int, wallMs: Int64) -> StreamOffset {
         let offset = head.next(wallMs: wallMs)
-        entries.append(Entry(offset: offset, wallMs: wallMs, bytes: bytes, item: item))
+        queue.append(Entry(offset: offset, wallMs: wallMs, bytes: bytes, item: item))
         head = offset
         self.bytes += bytes
         return offset
@@ -35,7 +35,7 @@ public struct StreamHistory<Item> {
     /// Evicts the oldest event; returns its size.
     @discardableResult
     public mutating func evictOldest() -> Int {
-        guard let first = entries.popFirst() else { return 0 }
+        guard let first = queue.popFirst() else { return 0 }
         lastEvicted = first.offset
         bytes -= first.bytes
         return first.bytes
@@ -56,33 +56,34 @@ public struct StreamHistory<Item> {
         var out: [(offset: StreamOffset, item: Item)] = []
         var size = 0
         var i = firstIndex(after: offset)
-        while i < entries.endIndex, out.count < max(limit, 1) {
-            let e = entries[i]
+        while i < queue.count, out.count < max(limit, 1) {
+            let e = queue[i]
             if !out.isEmpty && size + e.bytes > maxBytes { break }
             out.append((e.offset, e.item))
             size += e.bytes
             i += 1
         }
-        return .success(HistoryPage(entries: out, more: i < entries.endIndex, head: head))
+        return .success(HistoryPage(entries: out, more: i < queue.count, head: head))
     }
 
     /// Binary search: the index of the entry at `offset`.
     private func index(of offset: StreamOffset) -> Int? {
         let i = firstIndex(atOrAfter: offset)
-        return i < entries.endIndex && entries[i].offset == offset ? i : nil
+        return i < queue.count && queue[i].offset == offset ? i : nil
     }
 
+    /// Positions are 0-based from the oldest retained event.
     private func firstIndex(after offset: StreamOffset) -> Int {
         let i = firstIndex(atOrAfter: offset)
-        return i < entries.endIndex && entries[i].offset == offset ? i + 1 : i
+        return i < queue.count && queue[i].offset == offset ? i + 1 : i
     }
 
     private func firstIndex(atOrAfter offset: StreamOffset) -> Int {
-        var lo = entries.startIndex
-        var hi = entries.endIndex
+        var lo = 0
+        var hi = queue.count
         while lo < hi {
             let mid = lo + (hi - lo) / 2
-            if entries[mid].offset < offset { lo = mid + 1 } else { hi = mid }
+            if queue[mid].offset < offset { lo = mid + 1 } else { hi = mid }
         }
         return lo
     }
