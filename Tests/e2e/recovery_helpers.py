@@ -20,9 +20,9 @@ from helpers import TIMEOUT, RawSocket, http, parse_connect_error
 
 # `"<ms>-<seq>:<tag>"`, PROTOCOL §12 "History and offsets".
 OFFSET = re.compile(r"^(\d+)-(\d+):([0-9a-f]{8})$")
-# `pid`: "24 random base64url characters" (§12). Checked exactly by test_pid_format alone; the
-# other tests accept any base64url id of at least 16 characters, so that they test the rest.
-PID_SPEC = re.compile(r"^[A-Za-z0-9_-]{24}$")
+# `pid`: "22 base64url characters from 16 random bytes" (§12). Checked exactly by
+# test_pid_format alone; the other tests accept any base64url id of at least 16 characters.
+PID_SPEC = re.compile(r"^[A-Za-z0-9_-]{21}[AQgw]$")  # 128 bits: the last character holds 2 bits
 PID = re.compile(r"^[A-Za-z0-9_-]{16,}$")
 
 
