@@ -28,12 +28,13 @@ extension SocketSession {
         takesOffsets = hub.broker.keepsHistory && (configuration.offsetsForEverySocket || request.wantsRecovery)
         guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, recovery: nil) }
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        hub.sessions.take(pid: pid, on: eventLoop).whenComplete { result in
+        hub.sessions.take(pid: pid, user: user.userID, on: eventLoop).whenComplete { result in
             let me = handler.value
             guard me.session.phase == .authenticating, !me.closing else { return }
             switch result {
-            case .success(let record?): me.recover(record, user: user, request: request)
-            case .success(nil): me.connectFresh(user, request: request, recovery: "unknown_session")
+            case .success(.taken(let record)): me.recover(record, user: user, request: request)
+            case .success(.notFound): me.connectFresh(user, request: request, recovery: "unknown_session")
+            case .success(.otherUser): me.connectFresh(user, request: request, recovery: "user_mismatch")
             case .failure: me.connectFresh(user, request: request, recovery: "unavailable")
             }
         }
