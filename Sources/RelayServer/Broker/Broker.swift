@@ -7,10 +7,13 @@ public struct Routing: Sendable, Equatable {
     public var excludeUser: String?
     /// Receipts on a user stream: sockets that are members of this room got it from the room.
     public var skipMembersOf: String?
+    /// Backend emits with `coalesce`: every delivering node holds the latest per key and window.
+    public var coalesce: CoalesceRule?
 
-    public init(excludeUser: String? = nil, skipMembersOf: String? = nil) {
+    public init(excludeUser: String? = nil, skipMembersOf: String? = nil, coalesce: CoalesceRule? = nil) {
         self.excludeUser = excludeUser
         self.skipMembersOf = skipMembersOf
+        self.coalesce = coalesce
     }
 }
 

@@ -69,7 +69,7 @@ public final class RedisBroker: Broker {
         let envelope = ClusterEnvelope(
             origin: bus.nodeID, label: message.label, excludeUser: routing.excludeUser, skipMembersOf: routing.skipMembersOf,
             coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes, attachments: message.attachments,
-            originSID: message.origin
+            originSID: message.origin, coalesce: routing.coalesce
         ).encode()
         guard recoverable, keepsHistory else {
             deliver(message)
@@ -176,7 +176,7 @@ public final class RedisBroker: Broker {
         else { return }
         var message = envelope.message
         if let id { message.stamp = RecoveryStamp(position: StreamPosition(stream: stream, offset: id)) }
-        handler(stream, message, Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf))
+        handler(stream, message, Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf, coalesce: envelope.coalesce))
     }
 
     static func stream(ofChannel channel: String) -> StreamKey? {

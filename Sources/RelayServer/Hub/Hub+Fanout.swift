@@ -24,7 +24,8 @@ extension Hub {
     @discardableResult
     public func publish(
         room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil,
-        coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, attachments: [[UInt8]] = []
+        coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, attachments: [[UInt8]] = [],
+        coalesce: CoalesceRule? = nil
     ) -> Int {
         let audience = state.withLockedValue { s in
             let count = s.rooms.memberCount(room: room)
@@ -33,14 +34,17 @@ extension Hub {
                 partitions: s.rooms.partitions(room: room), recipients: excluded ? count - 1 : count, deflateClients: s.deflateClients,
                 offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
         }
-        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name)
+        // Coalesced emits are superseded by the next one: never kept for recovery.
+        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name) && coalesce == nil
         // Nobody else in the room, nothing to keep and no other node to tell: do not even encode.
         guard audience.recipients > 0 || recoverable || broker.crossesNodes else { return 0 }
         var message = attachments.isEmpty
             ? makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: audience.deflateClients)
             : makeBinaryMessage(name, payload, attachments: attachments)
         message.origin = audience.origin
-        broker.publish(message, to: .room(room), routing: Routing(excludeUser: excludeUser), recoverable: recoverable) { [self] published in
+        let routing = Routing(excludeUser: excludeUser, coalesce: coalesce)
+        broker.publish(message, to: .room(room), routing: routing, recoverable: recoverable) { [self] published in
+            if let coalesce { return offerCoalesced(.room(room), published, routing: routing, rule: coalesce) }
             let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
             deliver(room: room, message: message, partitions: audience.partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
         }
@@ -114,12 +118,14 @@ extension Hub {
     /// Delivers an event to every connected device of `user`. Returns the number of sockets on
     /// this node.
     @discardableResult
-    public func publish(user: String, name: String, payload: JSONValue, durable: Bool = false) -> Int {
+    public func publish(user: String, name: String, payload: JSONValue, durable: Bool = false, coalesce: CoalesceRule? = nil) -> Int {
         let audience = userAudience(user)
-        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name)
+        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name) && coalesce == nil
         guard audience.recipients > 0 || recoverable || broker.crossesNodes else { return 0 }
         let message = makeMessage(name, payload, durable: durable, deflateClients: audience.deflateClients)
-        broker.publish(message, to: .user(user), routing: Routing(), recoverable: recoverable) { [self] published in
+        let routing = Routing(coalesce: coalesce)
+        broker.publish(message, to: .user(user), routing: routing, recoverable: recoverable) { [self] published in
+            if let coalesce { return offerCoalesced(.user(user), published, routing: routing, rule: coalesce) }
             let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
             deliver(user: user, message, partitions: audience.partitions, skipMembersOf: nil, excludeConnection: nil)
         }
@@ -190,6 +196,7 @@ extension Hub {
 
     /// An event another node published: deliver to this node's sockets of the stream.
     func deliverFromCluster(_ stream: StreamKey, _ message: OutboundMessage, routing: Routing) {
+        if let rule = routing.coalesce { return offerCoalesced(stream, message, routing: routing, rule: rule) }
         var message = message
         message.createdAt = NIODeadline.now().uptimeNanoseconds
         // The sender's own socket (this node's own recoverable event, back from the channel).

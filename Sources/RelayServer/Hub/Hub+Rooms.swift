@@ -52,6 +52,7 @@ extension Hub {
     /// Restates this node's presence in Redis (after a Redis outage); users the cluster had
     /// lost are announced again.
     func republishPresence() {
+        restateDirectory()
         let entries = state.withLockedValue { $0.rooms.allPresence() }
         let rooms = Set(entries.map(\.room))
         for room in rooms { broker.subscribe(.room(room)) }

@@ -29,6 +29,8 @@ public final class RelayMetrics: Sendable {
     let rooms: Meter
     let redisLinkUp: Meter
     let redisDegraded: Counter
+    /// Coalesced backend emits replaced by a later one within their window (never sent).
+    let emitsSuperseded: Counter
     /// Connection state recoveries by result (`recovered`, `unknown_session`, `user_mismatch`,
     /// `history_gone`, `unavailable`).
     let recoveries: [String: Counter]
@@ -69,6 +71,7 @@ public final class RelayMetrics: Sendable {
         r.describe("relay_rooms", "Rooms with at least one member")
         r.describe("relay_redis_link_up", "1 when the Redis link is up (0 when configured and down)")
         r.describe("relay_redis_degraded_total", "Events delivered node-locally because Redis was down")
+        r.describe("relay_emits_superseded_total", "Coalesced backend emits replaced by a later one of the same key within the window")
 
         connections = Meter(label: "relay_connections", factory: r)
         connectsOK = Counter(label: "relay_connects_total", dimensions: [("result", "ok")], factory: r)
@@ -106,6 +109,7 @@ public final class RelayMetrics: Sendable {
         rooms = Meter(label: "relay_rooms", factory: r)
         redisLinkUp = Meter(label: "relay_redis_link_up", factory: r)
         redisDegraded = Counter(label: "relay_redis_degraded_total", factory: r)
+        emitsSuperseded = Counter(label: "relay_emits_superseded_total", factory: r)
         recoveries = Dictionary(uniqueKeysWithValues: Self.recoveryResults.map { ($0, Counter(label: "relay_recoveries_total", dimensions: [("result", $0)], factory: r)) })
         roomSyncs = Dictionary(uniqueKeysWithValues: ["ok", "history_unavailable"].map { ($0, Counter(label: "relay_room_sync_total", dimensions: [("result", $0)], factory: r)) })
         historyEvents = Meter(label: "relay_history_events", factory: r)
