@@ -40,7 +40,7 @@ def test_spec_is_valid_openapi_3():
 def test_spec_covers_every_route():
     paths = set(SPEC["paths"])
     for route in ["/healthz", "/readyz", "/metrics", "/dashboard", "/api/v1/emit", "/api/v1/receipts",
-                  "/api/v1/users/{user}/presence", "/api/v1/presence",
+                  "/api/v1/users/{user}/presence", "/api/v1/presence", "/api/v1/users/{user}/disconnect",
                   "/admin/v1/health", "/admin/v1/ready", "/admin/v1/stats", "/admin/v1/stream", "/admin/v1/rooms",
                   "/admin/v1/rooms/{room}", "/admin/v1/users/{user}/connections", "/admin/v1/connections/{sid}",
                   "/admin/v1/emit", "/admin/v1/receipts"]:
@@ -90,4 +90,12 @@ async def test_backend_answers_match_the_spec(relay):
         jsonschema.validate(answer, schema("PresenceBatch"))
         status, err = await http(relay, "POST", "/api/v1/presence", body={"users": []})
         assert status == 400
+        jsonschema.validate(err, schema("Error"))
+        body = {"revoke": False}
+        jsonschema.validate(body, schema("EndSessionsRequest"))
+        status, answer = await http(relay, "POST", "/api/v1/users/spec-bob/disconnect", body=body)
+        assert status == 200 and answer["disconnected"] == 1, answer
+        jsonschema.validate(answer, schema("EndSessionsResponse"))
+        status, err = await http(relay, "GET", "/api/v1/users/spec-bob/disconnect")
+        assert status == 405
         jsonschema.validate(err, schema("Error"))
