@@ -31,6 +31,9 @@ public final class RedisClient: @unchecked Sendable {
     private var attempt = 0
     private var reconnectTask: Scheduled<Void>?
     private var channels: Set<String> = []
+    /// Channels the server confirmed on the current link, and who waits for a confirmation.
+    private var confirmed: Set<String> = []
+    private var confirmationWaiters: [String: [EventLoopPromise<Void>]] = [:]
     private var protocolVersion = 2
     private var shardedPubSub = false
     private var onMessage: (@Sendable (String, ByteBuffer) -> Void)?
@@ -112,9 +115,24 @@ public final class RedisClient: @unchecked Sendable {
         }
     }
 
+    /// Completes once the server confirmed the subscription to `name` on the current link (at
+    /// once if it already did); fails after the command timeout.
+    public func subscribed(_ name: String) -> EventLoopFuture<Void> {
+        eventLoop.flatSubmit {
+            if self.confirmed.contains(name) { return self.eventLoop.makeSucceededVoidFuture() }
+            let promise = self.eventLoop.makePromise(of: Void.self)
+            self.confirmationWaiters[name, default: []].append(promise)
+            let timeout = self.eventLoop.scheduleTask(in: self.options.commandTimeout) { promise.fail(RESPError.unavailable) }
+            promise.futureResult.whenComplete { _ in timeout.cancel() }
+            return promise.futureResult
+        }
+    }
+
     public func unsubscribe(_ names: [String]) {
         eventLoop.execute {
             let gone = names.filter { self.channels.remove($0) != nil }
+            // Not confirmed any more from now: a subscription made again must be confirmed anew.
+            self.confirmed.subtract(gone)
             if self.up, !gone.isEmpty { self.writeSubscriber([self.shardedPubSub ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"] + gone) }
         }
     }
@@ -209,8 +227,14 @@ public final class RedisClient: @unchecked Sendable {
         switch kind.lowercased() {
         case "message", "smessage":
             if let channel = items[1].string, case .bulkString(let payload) = items[2] { onMessage?(channel, payload) }
+        case "subscribe", "ssubscribe":
+            guard let channel = items[1].string else { return }
+            confirmed.insert(channel)
+            for waiter in confirmationWaiters.removeValue(forKey: channel) ?? [] { waiter.succeed(()) }
+        case "unsubscribe", "sunsubscribe":
+            if let channel = items[1].string { confirmed.remove(channel) }
         default:
-            break  // subscribe / unsubscribe confirmations
+            break
         }
     }
 
@@ -220,6 +244,7 @@ public final class RedisClient: @unchecked Sendable {
         subscriber?.close(promise: nil)
         commands = nil
         subscriber = nil
+        confirmed.removeAll()
         if up { logger.warning("redis link down", metadata: ["endpoint": "\(endpoint.host):\(endpoint.port)"]) }
         setUp(false)
         scheduleReconnect()

@@ -23,8 +23,17 @@ public enum ReceiptStoreError: Error, Equatable, Sendable {
 
 /// Durable delivery receipts. Futures complete on the event loop passed in, and a `record`
 /// future succeeds only after the transaction holding the receipt has committed.
+extension ReceiptStore {
+    public func recordAll(_ receipts: [NewReceipt], on eventLoop: any EventLoop) -> EventLoopFuture<[RecordedReceipt]> {
+        EventLoopFuture.whenAllSucceed(receipts.map { record($0, on: eventLoop) }, on: eventLoop)
+    }
+}
+
 public protocol ReceiptStore: Sendable {
     func record(_ receipt: NewReceipt, on eventLoop: any EventLoop) -> EventLoopFuture<RecordedReceipt>
+    /// Records several receipts, handed to the writer together so that they share a group
+    /// commit (as long as they fit in one batch); completes when all have committed.
+    func recordAll(_ receipts: [NewReceipt], on eventLoop: any EventLoop) -> EventLoopFuture<[RecordedReceipt]>
     /// Receipts on messages authored by `authorID` with `id > since`, ascending, at most `limit`.
     func sync(authorID: String, since: Int64, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]>
     /// Receipts of one message, ascending.

@@ -38,13 +38,19 @@ final class ReceiptWriter: @unchecked Sendable {
     }
 
     func submit(_ receipt: NewReceipt, promise: EventLoopPromise<RecordedReceipt>) {
+        submit([(receipt, promise)])
+    }
+
+    /// Queues receipts together: the writer takes them in one batch (one transaction) when they
+    /// fit in `maxBatch`.
+    func submit(_ items: [(NewReceipt, EventLoopPromise<RecordedReceipt>)]) {
         condition.lock()
         if stopping {
             condition.unlock()
-            promise.fail(ReceiptStoreError.closed)
+            for (_, promise) in items { promise.fail(ReceiptStoreError.closed) }
             return
         }
-        pending.append(Pending(receipt: receipt, promise: promise))
+        for (receipt, promise) in items { pending.append(Pending(receipt: receipt, promise: promise)) }
         if idle { condition.signal() }
         condition.unlock()
     }

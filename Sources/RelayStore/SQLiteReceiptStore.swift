@@ -63,6 +63,12 @@ public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
         return promise.futureResult
     }
 
+    public func recordAll(_ receipts: [NewReceipt], on eventLoop: any EventLoop) -> EventLoopFuture<[RecordedReceipt]> {
+        let items = receipts.map { ($0, eventLoop.makePromise(of: RecordedReceipt.self)) }
+        writer.submit(items)
+        return EventLoopFuture.whenAllSucceed(items.map { $0.1.futureResult }, on: eventLoop)
+    }
+
     public func sync(authorID: String, since: Int64, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
         if options.replicate {
             // Cluster cursors: the `gid` every node agrees on (see ReceiptReplicator).

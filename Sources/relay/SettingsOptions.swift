@@ -41,6 +41,8 @@ struct SettingsOptions: ParsableArguments {
     @Flag(name: .customLong("disable-custom-events"), help: "Refuse custom entity:action events.") var disableCustomEvents = false
     @Option(name: .customLong("typing-window-ms"), help: "Typing coalescing window, ms (default 100).") var typingWindowMs: Int?
     @Option(name: .customLong("typing-expiry-ms"), help: "A typing:start not refreshed for this long expires, ms (default 5000).") var typingExpiryMs: Int?
+    @Option(name: .customLong("token-expiry-notice-ms"), help: "Tell a socket auth:expiring this long before its token's exp, ms (default 60000; 0: never).") var tokenExpiryNoticeMs: Int?
+    @Option(name: .customLong("revocation-ttl-s"), help: "How long a backend revocation is kept, s (default 604800; at least the longest token lifetime).") var revocationTTLs: Int?
     @Option(name: .customLong("history-size"), help: "Recoverable events kept per room and per user (default 200; 0: no history, no recovery).") var historySize: Int?
     @Option(name: .customLong("history-ttl-ms"), help: "How long recoverable events are kept, ms (default 120000).") var historyTTLMs: Int?
     @Option(name: .customLong("history-max-bytes"), help: "Memory history of all streams together, bytes (default 268435456).") var historyMaxBytes: Int?
@@ -88,6 +90,7 @@ struct SettingsOptions: ParsableArguments {
         put("trusted-proxies", trustedProxies)
         if disableCustomEvents { f["disable-custom-events"] = "true" }
         put("typing-window-ms", typingWindowMs); put("typing-expiry-ms", typingExpiryMs)
+        put("token-expiry-notice-ms", tokenExpiryNoticeMs); put("revocation-ttl-s", revocationTTLs)
         put("history-size", historySize); put("history-ttl-ms", historyTTLMs); put("history-max-bytes", historyMaxBytes)
         put("recovery-window-ms", recoveryWindowMs); put("recovery-offsets", recoveryOffsets)
         put("tls-cert", tlsCert); put("tls-key", tlsKey)

@@ -206,6 +206,9 @@ final class ConnectRequestTests: XCTestCase {
         XCTAssertEqual(back.pid, "P")
         XCTAssertEqual(back.offset, WireOffset(offset: StreamOffset(ms: 5, seq: 1), tag: 10))
         XCTAssertNil(try parse("{\"token\":\"t\",\"pid\":\"P\",\"offset\":\"junk\"}").offset)
+        XCTAssertTrue(try parse("{\"token\":\"t\",\"pid\":\"P\",\"offset\":\"junk\"}").offsetIsInvalid)
+        XCTAssertTrue(try parse("{\"token\":\"t\",\"pid\":\"P\",\"offset\":12}").offsetIsInvalid)
+        XCTAssertFalse(try parse("{\"token\":\"t\",\"pid\":\"P\"}").offsetIsInvalid)
         XCTAssertEqual(try parse("{\"token\":\"t\",\"rooms\":[\"a\",\"b\",\"a\"]}").rooms, ["a", "b"])
     }
 
@@ -234,5 +237,38 @@ final class RecoverableEventsTests: XCTestCase {
         for name in ["typing:start", "typing:stop", "location:update", "error", "room:join", "room:sync", "receipt:sync"] {
             XCTAssertFalse(EventPolicyTable.isRecoverable(name), name)
         }
+    }
+}
+
+final class RevocationListTests: XCTestCase {
+    func testRefusesOlderTokensForItsTimeToLive() {
+        var list = RevocationList(ttlSeconds: 100, maxEntries: 2)
+        list.revoke("alice", issuedBefore: 1_000, now: 1_000)
+        XCTAssertTrue(list.isRevoked("alice", issuedAt: 999, now: 1_001))
+        XCTAssertFalse(list.isRevoked("alice", issuedAt: 1_000, now: 1_001), "a token of the revocation's second is new")
+        XCTAssertTrue(list.isRevoked("alice", issuedAt: nil, now: 1_001), "no iat: cannot prove it is newer")
+        XCTAssertFalse(list.isRevoked("bob", issuedAt: 1, now: 1_001))
+        XCTAssertFalse(list.isRevoked("alice", issuedAt: 1, now: 1_100), "expired")
+        list.revoke("bob", issuedBefore: 1_050, now: 1_050)
+        list.revoke("carol", issuedBefore: 1_060, now: 1_060)
+        XCTAssertEqual(list.count, 2, "bounded: the entry that expires first made room")
+        XCTAssertTrue(list.isRevoked("carol", issuedAt: 0, now: 1_061))
+        var huge = RevocationList(ttlSeconds: .max)
+        huge.revoke("x", issuedBefore: .max, now: 0)
+        XCTAssertTrue(huge.isRevoked("x", issuedAt: 0, now: 0))
+    }
+}
+
+final class TokenExpiryTests: XCTestCase {
+    func testDeadlinesNeverOverflow() {
+        var s = EngineSession(configuration: SessionConfiguration(), transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
+        _ = s.start(now: 0)
+        _ = s.receive(ArraySlice("40{\"token\":\"t\"}".utf8), from: .websocket, now: 1, wallMs: 1)
+        let forever = AuthenticatedUser(userID: "a", rooms: RoomAuthorization(patterns: []), expiresAt: .max)
+        _ = s.connectFinished(.success(ConnectAnswer(user: forever)), now: 1, wallMs: .max)
+        XCTAssertEqual(s.nextDeadline, 25_000, "only the heartbeat")
+        let past = AuthenticatedUser(userID: "a", rooms: RoomAuthorization(patterns: []), expiresAt: -9_000_000_000_000_000)
+        s.tokenRefreshed(past, now: 2, wallMs: .max)
+        XCTAssertEqual(s.tick(now: 2).last, .close(code: CloseCode.tokenExpired, reason: "token expired"))
     }
 }

@@ -176,6 +176,9 @@ final class RecoveryTests: XCTestCase {
         XCTAssertEqual(answer["recovered"], false, "another user never takes a session")
         XCTAssertNotEqual(answer["sid"], first["sid"])
         XCTAssertEqual(h.relay.hub.metrics.counterValue("relay_recoveries_total", [("result", "user_mismatch")]), 1)
+        // The attempt left the session in place: its owner still recovers it.
+        let owner = try h.session()
+        XCTAssertEqual(try connect(owner, "{\"token\":\"alice\",\"pid\":\"\(pid)\"}")["recovered"], true)
     }
 
     func testAClientDisconnectOrAnExpiredWindowIsNotRecovered() throws {

@@ -247,3 +247,31 @@ def test_load_generator_multi_node_mode(cluster):
                    "--rooms", 2, "--members", 4, "--senders", 2, "--rate", 50, "--duration", 1, "--warmup", 0.3,
                    "--max-error-rate", 1)
     assert out["nodes"] == 2 and out["deliveries"] > 0
+
+
+@async_test
+async def test_backend_ends_a_users_sessions_on_every_node(cluster):
+    redis, a, b = cluster
+    await wait_linked(a, b)
+    import time as _time
+    old = mint_token("grace", iat=int(_time.time()) - 60)
+    async with Clients() as c:
+        on_a = await c.connect(a, "grace", token=old, name="grace-a")
+        on_b = await c.connect(b, "grace", token=old, name="grace-b")
+        other = await c.connect(b, "heidi")
+        status, body = await http(a, "POST", "/api/v1/users/grace/disconnect", body={"revoke": True})
+        assert status == 200 and body["disconnected"] == 1 and body["revoked"] is True, body
+
+        async def both_gone():
+            return not on_a.connected and not on_b.connected
+        await eventually(both_gone, what="grace's sockets closed on both nodes")
+        assert other.connected
+    # Node B refuses the revoked token too (it learnt the revocation through Redis).
+    for node in (a, b):
+        refused = Clients()
+        async with refused:
+            try:
+                await refused.connect(node, "grace", token=old)
+                raise AssertionError(f"revoked token connected to {node.url}")
+            except Exception as error:  # python-socketio: ConnectionError
+                assert "connected to" not in str(error)

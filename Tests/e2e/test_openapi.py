@@ -40,6 +40,7 @@ def test_spec_is_valid_openapi_3():
 def test_spec_covers_every_route():
     paths = set(SPEC["paths"])
     for route in ["/healthz", "/readyz", "/metrics", "/dashboard", "/api/v1/emit", "/api/v1/receipts",
+                  "/api/v1/users/{user}/presence", "/api/v1/presence", "/api/v1/users/{user}/disconnect",
                   "/admin/v1/health", "/admin/v1/ready", "/admin/v1/stats", "/admin/v1/stream", "/admin/v1/rooms",
                   "/admin/v1/rooms/{room}", "/admin/v1/users/{user}/connections", "/admin/v1/connections/{sid}",
                   "/admin/v1/emit", "/admin/v1/receipts"]:
@@ -63,3 +64,38 @@ async def test_real_answers_match_the_spec(relay):
         jsonschema.validate(err, schema("Error"))
         status, body = await http(relay, "POST", "/admin/v1/emit", key=ADMIN_KEY, body={"event": "notification:new", "to": {"user": "spec-user"}})
         jsonschema.validate(body, schema("EmitResponse"))
+
+
+@async_test
+async def test_backend_answers_match_the_spec(relay):
+    async with Clients() as c:
+        a = await c.connect(relay, "spec-bob")
+        await a.join("conversation:spec-api")
+        for body in [
+            {"event": "notification:new", "to": {"user": "spec-bob"}},
+            {"event": "notification:new", "to": {"user": "spec-bob"}, "recipientsByUser": True},
+            {"event": "notification:new", "to": {"users": ["spec-bob", "spec-nobody"]}, "recipientsByUser": True},
+            {"event": "message:new", "to": {"room": "conversation:spec-api"}, "recipientsByUser": True},
+            {"event": "unread:update", "to": {"user": "spec-bob"}, "coalesce": {"key": "unread", "windowMs": 10}},
+        ]:
+            jsonschema.validate(body, schema("EmitRequest"))
+            status, answer = await http(relay, "POST", "/api/v1/emit", body=body)
+            assert status == 200, answer
+            jsonschema.validate(answer, schema("EmitResponse"))
+        status, answer = await http(relay, "GET", "/api/v1/users/spec-bob/presence")
+        assert status == 200 and answer["devices"] == 1, answer
+        jsonschema.validate(answer, schema("UserPresence"))
+        status, answer = await http(relay, "POST", "/api/v1/presence", body={"users": ["spec-bob", "spec-nobody"]})
+        assert status == 200, answer
+        jsonschema.validate(answer, schema("PresenceBatch"))
+        status, err = await http(relay, "POST", "/api/v1/presence", body={"users": []})
+        assert status == 400
+        jsonschema.validate(err, schema("Error"))
+        body = {"revoke": False}
+        jsonschema.validate(body, schema("EndSessionsRequest"))
+        status, answer = await http(relay, "POST", "/api/v1/users/spec-bob/disconnect", body=body)
+        assert status == 200 and answer["disconnected"] == 1, answer
+        jsonschema.validate(answer, schema("EndSessionsResponse"))
+        status, err = await http(relay, "GET", "/api/v1/users/spec-bob/disconnect")
+        assert status == 405
+        jsonschema.validate(err, schema("Error"))

@@ -26,7 +26,12 @@ public enum ClientEvent: Equatable, Sendable {
     case custom(Broadcast)
     /// A durable receipt: stored, acked after commit, then forwarded.
     case receipt(NewReceipt)
+    /// Up to `maxReceiptBatch` receipts of one kind in one room (`items`): one group commit, one
+    /// ack, forwards grouped per recipient.
+    case receiptBatch(room: String, kind: ReceiptKind, receipts: [NewReceipt])
     case receiptSync(since: Int64, limit: Int)
+    /// A new token for the same user, before the current one expires.
+    case authRefresh(token: String)
     /// The room's recoverable events after `offset` (catch-up).
     case roomSync(room: String, offset: WireOffset, limit: Int)
 
@@ -39,15 +44,40 @@ public enum ClientEvent: Equatable, Sendable {
         case .typing(_, let isTyping): return isTyping ? "typing:start" : "typing:stop"
         case .reaction(let b), .shareLive(let b, _), .locationUpdate(let b), .locationStop(let b), .custom(let b): return b.name
         case .receipt(let r): return r.kind.eventName
+        case .receiptBatch(_, let kind, _): return kind.eventName
         case .receiptSync: return "receipt:sync"
         case .roomSync: return "room:sync"
+        case .authRefresh: return "auth:refresh"
         }
     }
 
+    /// Receipts one `message:delivered` / `message:read` may carry in `items`.
+    public static let maxReceiptBatch = 100
     public static let maxRoomSyncPage = 500
     public static let defaultRoomSyncPage = 100
     public static let maxSyncPage = 1000
     public static let defaultSyncPage = 100
+
+    /// `{room, messageId, authorId}`, or `{room, items: [{messageId, authorId}…]}` (1…100 items;
+    /// an item repeated in one batch counts once).
+    static func receipts(_ payload: JSONValue, userID: String, kind: ReceiptKind, ts: Int64) throws(RelayError) -> ClientEvent {
+        guard let items = payload["items"] else { return .receipt(try NewReceipt(payload: payload, userID: userID, kind: kind, ts: ts)) }
+        let room = try EventValidator.room(in: payload)
+        guard payload["messageId"] == nil, payload["authorId"] == nil else {
+            throw RelayError(.invalidPayload, "a batch carries its receipts in items only")
+        }
+        guard case .array(let list) = items, !list.isEmpty, list.count <= maxReceiptBatch else {
+            throw RelayError(.invalidPayload, "items must be an array of 1...\(maxReceiptBatch) {messageId, authorId}")
+        }
+        var receipts: [NewReceipt] = []
+        var seen = Set<String>()
+        for item in list {
+            guard item.isObject else { throw RelayError(.invalidPayload, "items must be {messageId, authorId} objects") }
+            let receipt = try NewReceipt(payload: item.setting("room", to: .string(room)), userID: userID, kind: kind, ts: ts)
+            if seen.insert(receipt.messageID).inserted { receipts.append(receipt) }
+        }
+        return .receiptBatch(room: room, kind: kind, receipts: receipts)
+    }
 
     /// Validates `event` under `policy` (from `EventPolicyTable.policy(forClientEvent:)`).
     /// - Parameters:
@@ -78,8 +108,8 @@ public enum ClientEvent: Equatable, Sendable {
             var b = try broadcast(EventValidator.custom(payload, attachmentCount: event.attachments.count))
             b.attachments = event.attachments
             self = .custom(b)
-        case .delivered: self = .receipt(try NewReceipt(payload: payload, userID: userID, kind: .delivered, ts: wallMs))
-        case .read: self = .receipt(try NewReceipt(payload: payload, userID: userID, kind: .read, ts: wallMs))
+        case .delivered: self = try Self.receipts(payload, userID: userID, kind: .delivered, ts: wallMs)
+        case .read: self = try Self.receipts(payload, userID: userID, kind: .read, ts: wallMs)
         case .receiptSync:
             var since: Int64 = 0
             if let value = payload["since"], value != .null {
@@ -94,6 +124,11 @@ public enum ClientEvent: Equatable, Sendable {
                 limit = Int(l)
             }
             self = .receiptSync(since: since, limit: limit)
+        case .authRefresh:
+            guard let token = payload["token"]?.stringValue, !token.isEmpty, token.utf8.count <= 8192 else {
+                throw RelayError(.invalidPayload, "auth:refresh needs {token}")
+            }
+            self = .authRefresh(token: token)
         case .roomSync:
             let room = try EventValidator.room(in: payload)
             guard let text = payload["offset"]?.stringValue, let offset = WireOffset(text) else {

@@ -26,7 +26,7 @@ public struct EventPolicy: Sendable, Equatable {
 
     /// Which typed `ClientEvent` a client-sent event becomes.
     public enum Kind: Sendable, Equatable {
-        case roomJoin, roomLeave, presenceList, receiptSync, roomSync
+        case roomJoin, roomLeave, presenceList, receiptSync, roomSync, authRefresh
         case typingStart, typingStop
         case reaction, shareLive, locationUpdate, locationStop
         case delivered, read
@@ -95,6 +95,9 @@ public enum EventPolicyTable {
             EventPolicy(name: "presence:list", kind: .presenceList, handling: .request, rateClass: .control),
             EventPolicy(name: "receipt:sync", kind: .receiptSync, handling: .request, rateClass: .control),
             EventPolicy(name: "room:sync", kind: .roomSync, handling: .request, rateClass: .control),
+            EventPolicy(name: "auth:refresh", kind: .authRefresh, handling: .request, rateClass: .control),
+            EventPolicy(name: "auth:expiring", kind: .serverOnly, handling: .serverOnly, rateClass: .control),
+            EventPolicy(name: "auth:expired", kind: .serverOnly, handling: .serverOnly, rateClass: .control),
             EventPolicy(name: "typing:start", kind: .typingStart, handling: .typing, coalescing: .perRoomUser, rateClass: .typing),
             EventPolicy(name: "typing:stop", kind: .typingStop, handling: .typing, coalescing: .perRoomUser, rateClass: .typing),
             EventPolicy(name: "message:reaction", kind: .reaction, handling: .roomBroadcast, rateClass: .reaction),

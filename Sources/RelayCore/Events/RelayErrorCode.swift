@@ -34,6 +34,8 @@ public enum RelayErrorCode: String, Sendable, CaseIterable, Error {
     case tokenNotYetValid = "token_not_yet_valid"
     case tokenInvalidClaims = "token_invalid_claims"
     case authRateLimited = "auth_rate_limited"
+    case tokenSubjectMismatch = "token_subject_mismatch"
+    case tokenRevoked = "token_revoked"
     case tooManyConnections = "too_many_connections"
     case internalError = "internal_error"
 
@@ -65,6 +67,8 @@ public enum RelayErrorCode: String, Sendable, CaseIterable, Error {
         case .tokenNotYetValid: return "token is not valid yet"
         case .tokenInvalidClaims: return "token claims are invalid (sub and exp are required)"
         case .authRateLimited: return "too many failed authentications; retry later"
+        case .tokenSubjectMismatch: return "the new token is for another user"
+        case .tokenRevoked: return "the token was revoked by the backend; get a new one"
         case .tooManyConnections: return "connection limit reached"
         case .internalError: return "internal error"
         case .historyUnavailable: return "the room's history no longer reaches back to this offset; reload from your backend"

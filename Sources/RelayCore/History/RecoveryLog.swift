@@ -24,6 +24,8 @@ public struct RecoveryLog: Sendable, Equatable {
     public var runs: ArraySlice<Run> { queue.elements }
     /// Runs were folded into `base`: a client that received nothing cannot be placed.
     public private(set) var folded = false
+    /// The newest offset of each followed stream the socket has (its base, or sent since).
+    public private(set) var latest: [StreamKey: StreamOffset] = [:]
 
     public init(maxRuns: Int = 64) {
         self.maxRuns = max(1, maxRuns)
@@ -34,6 +36,8 @@ public struct RecoveryLog: Sendable, Equatable {
         self.base = base
         self.queue = FIFO(runs.suffix(self.maxRuns))
         self.folded = folded || runs.count > self.maxRuns
+        self.latest = base
+        for run in self.queue.elements where base[run.stream] != nil { latest[run.stream] = max(latest[run.stream] ?? .zero, run.last) }
     }
 
     public var streams: Set<StreamKey> { Set(base.keys) }
@@ -41,28 +45,36 @@ public struct RecoveryLog: Sendable, Equatable {
     /// The socket now follows `stream`, whose newest offset is `head`.
     public mutating func follow(_ stream: StreamKey, from head: StreamOffset) {
         base[stream] = head
+        latest[stream] = head
         queue.removeAll { $0.stream == stream }
     }
 
     /// The socket no longer follows `stream`.
     public mutating func unfollow(_ stream: StreamKey) {
         base.removeValue(forKey: stream)
+        latest.removeValue(forKey: stream)
         queue.removeAll { $0.stream == stream }
     }
 
-    /// An event of `stream` at `offset` was queued to the socket.
-    public mutating func record(_ stream: StreamKey, _ offset: StreamOffset) {
-        guard base[stream] != nil else { return }
+    /// An event of `stream` at `offset` is about to be queued to the socket. Returns `false` when
+    /// the socket already has it (an offset at or before the stream's latest): the caller drops
+    /// it, so nothing reaches a socket twice (a recovery's replay racing the live event).
+    @discardableResult
+    public mutating func record(_ stream: StreamKey, _ offset: StreamOffset) -> Bool {
+        guard let newest = latest[stream] else { return true }
+        guard offset > newest else { return false }
+        latest[stream] = offset
         if var last = queue.last, last.stream == stream, offset > last.last {
             last.last = offset
             queue[queue.count - 1] = last
-            return
+            return true
         }
         queue.append(Run(stream: stream, first: offset, last: offset))
         while queue.count > maxRuns, let oldest = queue.popFirst() {
             base[oldest.stream] = max(base[oldest.stream] ?? .zero, oldest.last)
             folded = true
         }
+        return true
     }
 
     /// Each followed stream's cut for a client whose last received event is `last` (`nil`: it

@@ -18,15 +18,15 @@ public struct KeyedRateLimiter: Sendable {
         return ok
     }
 
-    /// Records one event for `key`; `false` if it is over budget.
+    /// Records `cost` events for `key` (all or none); `false` if that is over budget.
     @discardableResult
-    public mutating func record(_ key: String, now: Int64) -> Bool {
+    public mutating func record(_ key: String, cost: Double = 1, now: Int64) -> Bool {
         if buckets[key] == nil {
             if buckets.count >= maxKeys { prune(now: now) }
             if buckets.count >= maxKeys { buckets.removeAll(keepingCapacity: true) }
             buckets[key] = TokenBucket(capacity: budget.burst, ratePerSecond: budget.perSecond, now: now)
         }
-        return buckets[key]?.tryConsume(now: now) ?? false  // inserted just above, so never nil
+        return buckets[key]?.tryConsume(cost, now: now) ?? false  // inserted just above, so never nil
     }
 
     /// Drops keys whose bucket has refilled completely (they carry no state worth keeping).

@@ -17,6 +17,8 @@ public enum CloseCode {
     public static let authenticationFailed: UInt16 = 4003
     /// An operator kicked the connection.
     public static let kicked: UInt16 = 4004
+    /// The token expired (beyond the leeway) without an `auth:refresh`.
+    public static let tokenExpired: UInt16 = 4005
     /// The outbound queue passed its hard limit: the client reads too slowly.
     public static let slowConsumer: UInt16 = 4008
 

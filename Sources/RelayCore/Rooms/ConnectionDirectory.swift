@@ -38,6 +38,11 @@ public struct ConnectionDirectory: Sendable {
         (byUser[user]?.keys).map { $0.sorted() } ?? []
     }
 
+    /// How many connections each connected user has.
+    public func connectionCounts() -> [String: Int] {
+        byUser.mapValues(\.count)
+    }
+
     /// Partitions holding at least one of the user's connections, ascending.
     public func partitions(of user: String) -> [Int] {
         guard let conns = byUser[user] else { return [] }

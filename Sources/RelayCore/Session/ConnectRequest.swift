@@ -8,8 +8,11 @@ public struct ConnectRequest: Sendable, Equatable {
     public var wantsRecovery: Bool
     /// The private id of the session the client comes back to.
     public var pid: String?
-    /// The last offset the client received (`nil`: none, or not a valid offset).
+    /// The last offset the client received (`nil`: none).
     public var offset: WireOffset?
+    /// The client named an offset that is not one (malformed, not a string): such a session is
+    /// never recovered — "no offset" would replay what it already has.
+    public var offsetIsInvalid = false
     /// Rooms to join before the CONNECT answer.
     public var rooms: [String]
 
@@ -33,7 +36,13 @@ public struct ConnectRequest: Sendable, Equatable {
             self.pid = pid
         }
         wantsRecovery = data?["recover"]?.boolValue == true || pid != nil
-        offset = data?["offset"]?.stringValue.flatMap { WireOffset($0) }
+        switch data?["offset"] {
+        case nil, .null?: offset = nil
+        case .string(let text)?:
+            offset = WireOffset(text)
+            offsetIsInvalid = offset == nil
+        default: offsetIsInvalid = true
+        }
         rooms = []
         switch data?["rooms"] {
         case nil, .null?:

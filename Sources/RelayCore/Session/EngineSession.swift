@@ -69,6 +69,10 @@ public struct EngineSession: Sendable {
     private var pongDeadline: Int64?
     private var connectDeadline: Int64?
     private var upgradeDeadline: Int64?
+    /// When the token's expiry is announced (`auth:expiring`) and when the socket is closed for
+    /// it (`exp` + leeway), monotonic ms.
+    private var expiryNoticeAt: Int64?
+    private var expiryAt: Int64?
     /// The client left on purpose (Socket.IO DISCONNECT `41`): its session is not kept for
     /// recovery.
     public private(set) var clientDisconnected = false
@@ -99,7 +103,7 @@ public struct EngineSession: Sendable {
 
     /// When `tick` must be called next (monotonic ms), if ever.
     public var nextDeadline: Int64? {
-        [nextPingAt, pongDeadline, connectDeadline, upgradeDeadline].compactMap { $0 }.min()
+        [nextPingAt, pongDeadline, connectDeadline, upgradeDeadline, expiryNoticeAt, expiryAt].compactMap { $0 }.min()
     }
 
     // MARK: Lifecycle
@@ -131,6 +135,16 @@ public struct EngineSession: Sendable {
         if let deadline = pongDeadline, deadline <= now {
             return actions + close(code: CloseCode.pingTimeout, reason: "ping timeout")
         }
+        if let deadline = expiryAt, deadline <= now, case .connected(let user) = phase {
+            expiryAt = nil
+            let expired = SocketPacket.eventMessage(name: "auth:expired", payload: .object([("exp", .int(user.expiresAt))]))
+            return actions + [.send(expired)] + close(code: CloseCode.tokenExpired, reason: "token expired")
+        }
+        if let deadline = expiryNoticeAt, deadline <= now, case .connected(let user) = phase {
+            expiryNoticeAt = nil
+            let left = max(0, (expiryAt ?? now) - now)
+            actions.append(.send(SocketPacket.eventMessage(name: "auth:expiring", payload: .object([("exp", .int(user.expiresAt)), ("expiresInMs", .int(left))]))))
+        }
         if let due = nextPingAt, due <= now {
             nextPingAt = nil
             pongDeadline = now + configuration.pingTimeoutMs
@@ -154,6 +168,8 @@ public struct EngineSession: Sendable {
         pongDeadline = nil
         connectDeadline = nil
         upgradeDeadline = nil
+        expiryNoticeAt = nil
+        expiryAt = nil
         return [.close(code: code, reason: reason)]
     }
 
@@ -350,7 +366,9 @@ public struct EngineSession: Sendable {
     }
 
     /// The token was verified and the connection recovered or registered (`.success`), or not.
-    public mutating func connectFinished(_ result: Result<ConnectAnswer, RelayError>, now: Int64) -> [Action] {
+    /// With `wallMs`, the token's `exp` is enforced: `auth:expiring` ahead of it, the close at
+    /// `exp` + leeway.
+    public mutating func connectFinished(_ result: Result<ConnectAnswer, RelayError>, now: Int64, wallMs: Int64? = nil) -> [Action] {
         guard phase == .authenticating else { return [] }
         switch result {
         case .failure(let error):
@@ -358,11 +376,45 @@ public struct EngineSession: Sendable {
         case .success(let outcome):
             phase = .connected(outcome.user)
             connectDeadline = nil
+            if let wallMs { armTokenExpiry(outcome.user, now: now, wallMs: wallMs) }
             if let sid = outcome.socketSID { socketSID = sid }
             let bytes = SocketPacket(type: .connect, data: outcome.json(sid: socketSID)).encodedMessage()
             answer = bytes
             return [.send(bytes)]
         }
+    }
+
+    /// The socket proved a new token (`auth:refresh`) for the same user: its rooms and expiry
+    /// are the new token's from now on.
+    public mutating func tokenRefreshed(_ user: AuthenticatedUser, now: Int64, wallMs: Int64) {
+        guard case .connected(let current) = phase, current.userID == user.userID else { return }
+        phase = .connected(user)
+        armTokenExpiry(user, now: now, wallMs: wallMs)
+    }
+
+    /// Deadlines for `exp` (seconds since 1970, wall clock) on the monotonic clock; saturating,
+    /// so an `exp` far in the future never overflows.
+    private mutating func armTokenExpiry(_ user: AuthenticatedUser, now: Int64, wallMs: Int64) {
+        let (expMs, overflow) = user.expiresAt.multipliedReportingOverflow(by: 1000)
+        guard !overflow else {
+            expiryAt = nil
+            expiryNoticeAt = nil
+            return
+        }
+        let remaining = Self.saturating(expMs, minus: wallMs)
+        let cutoff = Self.saturating(Self.saturating(now, plus: remaining), plus: configuration.tokenLeewayMs)
+        expiryAt = cutoff
+        expiryNoticeAt = configuration.expiryNoticeMs > 0 ? max(now, Self.saturating(Self.saturating(now, plus: remaining), minus: configuration.expiryNoticeMs)) : nil
+    }
+
+    static func saturating(_ a: Int64, plus b: Int64) -> Int64 {
+        let (r, o) = a.addingReportingOverflow(b)
+        return o ? (b > 0 ? .max : .min) : r
+    }
+
+    static func saturating(_ a: Int64, minus b: Int64) -> Int64 {
+        let (r, o) = a.subtractingReportingOverflow(b)
+        return o ? (b < 0 ? .max : .min) : r
     }
 
     /// CONNECT_ERROR (`44{…}`), then close with 4003.

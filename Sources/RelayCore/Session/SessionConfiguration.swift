@@ -20,6 +20,10 @@ public struct SessionConfiguration: Sendable, Equatable {
     /// Error replies a connection may cause before it is closed with 1008.
     public var errorReplies = EventRateLimiter.Budget(perSecond: 5, burst: 20)
 
+    /// How long after `exp` a socket may stay (the token verifier's leeway).
+    public var tokenLeewayMs: Int64 = 30_000
+    /// How long before `exp` (+ leeway) the socket is told `auth:expiring`; 0: never.
+    public var expiryNoticeMs: Int64 = 60_000
     /// Rooms a CONNECT may name (`rooms` in its auth).
     public var maxRoomsInConnect = 100
 

@@ -70,7 +70,7 @@ public struct TokenVerifier: Sendable {
         if claims.isExpired(now: nowSeconds, leeway: leewaySeconds) { return .failure(RelayError(.tokenExpired)) }
         if claims.isNotYetValid(now: nowSeconds, leeway: leewaySeconds) { return .failure(RelayError(.tokenNotYetValid)) }
         return .success(
-            AuthenticatedUser(userID: claims.subject, rooms: RoomAuthorization(patterns: claims.rooms ?? []), expiresAt: claims.expiresAt))
+            AuthenticatedUser(userID: claims.subject, rooms: RoomAuthorization(patterns: claims.rooms ?? []), expiresAt: claims.expiresAt, issuedAt: claims.issuedAt))
     }
 }
 

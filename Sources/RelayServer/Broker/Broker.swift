@@ -7,10 +7,13 @@ public struct Routing: Sendable, Equatable {
     public var excludeUser: String?
     /// Receipts on a user stream: sockets that are members of this room got it from the room.
     public var skipMembersOf: String?
+    /// Backend emits with `coalesce`: every delivering node holds the latest per key and window.
+    public var coalesce: CoalesceRule?
 
-    public init(excludeUser: String? = nil, skipMembersOf: String? = nil) {
+    public init(excludeUser: String? = nil, skipMembersOf: String? = nil, coalesce: CoalesceRule? = nil) {
         self.excludeUser = excludeUser
         self.skipMembersOf = skipMembersOf
+        self.coalesce = coalesce
     }
 }
 
@@ -31,15 +34,24 @@ public protocol Broker: AnyObject, Sendable {
     /// once, before `start`.
     func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, OutboundMessage, Routing) -> Void)
 
+    /// Sends a control message to every other node.
+    func broadcast(_ control: ControlMessage)
+    /// Receives other nodes' control messages. Set once, before `start`.
+    func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void)
+
     /// This node has (or no longer has) sockets following `stream`.
     func subscribe(_ stream: StreamKey)
     func unsubscribe(_ stream: StreamKey)
+    /// Completes once this node receives the stream's events (Redis confirmed the
+    /// subscription); a recovery reads history only after that, so nothing slips between.
+    func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void>
 
     /// Publishes an encoded event to `stream`. A recoverable event (with history on) first gets
-    /// the stream's next offset and is stored; then the other nodes get it, and `deliver` is
-    /// called exactly once, on any thread, with the message for this node's sockets (`offset`
-    /// set when it got one). Without history, or when the store cannot be reached, the event is
-    /// delivered without an offset.
+    /// the stream's next offset and is stored; then every node's sockets get it in offset order:
+    /// through `deliver` (memory: called under the stream's lock, so it must only hand the
+    /// message to event loops), or, with Redis, through the stream's channel like on every other
+    /// node (`deliver` is not called then). A plain event, or one the store could not take, is
+    /// delivered through `deliver` at once, without an offset.
     func publish(_ message: OutboundMessage, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (OutboundMessage) -> Void)
 
     /// The stream's newest offset (`zero` when it has no history).

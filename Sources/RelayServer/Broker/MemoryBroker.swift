@@ -27,18 +27,24 @@ public final class MemoryBroker: Broker {
     }
 
     public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, OutboundMessage, Routing) -> Void) {}
+    public func broadcast(_ control: ControlMessage) {}
+    public func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) {}
     public func subscribe(_ stream: StreamKey) {}
+    public func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> { loop.makeSucceededVoidFuture() }
     public func unsubscribe(_ stream: StreamKey) {}
 
     public func publish(_ message: OutboundMessage, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (OutboundMessage) -> Void) {
         guard recoverable, keepsHistory else { return deliver(message) }
         let now = wallMs()
-        var message = message
-        let offset = shard(stream).withLockedValue { store in
-            store.append(message, bytes: message.byteCount + 64, to: stream, wallMs: now)
+        // Under the stream's lock: offsets are given and handed to the event loops in one order,
+        // so every socket gets a stream's events in offset order (what recovery relies on). The
+        // hub's `deliver` only enqueues on loops for a stamped message.
+        shard(stream).withLockedValue { store in
+            let offset = store.append(message, bytes: message.byteCount + 64, to: stream, wallMs: now)
+            var stamped = message
+            stamped.stamp = RecoveryStamp(position: StreamPosition(stream: stream, offset: offset))
+            deliver(stamped)
         }
-        message.stamp = RecoveryStamp(position: StreamPosition(stream: stream, offset: offset))
-        deliver(message)
     }
 
     public func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> {

@@ -16,6 +16,8 @@ public final class RedisBroker: Broker {
     let bus: ClusterBus
     public let limits: HistoryLimits
     private let handler = NIOLockedValueBox<(@Sendable (StreamKey, OutboundMessage, Routing) -> Void)?>(nil)
+    private let controlHandler = NIOLockedValueBox<(@Sendable (ControlMessage) -> Void)?>(nil)
+    static let controlChannel = "relay:control"
     /// Recoverable events could not be stored since this wall time (ms).
     private let gapSince = NIOLockedValueBox<Int64?>(nil)
     private let wallMs: @Sendable () -> Int64
@@ -26,6 +28,16 @@ public final class RedisBroker: Broker {
         self.wallMs = wallMs
         bus.onMessage = { [weak self] channel, payload in self?.received(channel: channel, payload: payload) }
         bus.onLinkUp = { [weak self] in self?.recordGap() }
+        bus.redis.subscribe([Self.controlChannel])
+    }
+
+    public func broadcast(_ control: ControlMessage) {
+        let body = JSONValue.object([("o", .string(bus.nodeID)), ("m", control.json)])
+        bus.publish(Self.controlChannel, ByteBuffer(bytes: JSONWriter.bytes(body)))
+    }
+
+    public func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) {
+        controlHandler.withLockedValue { $0 = handler }
     }
 
     public var keepsHistory: Bool { limits.isEnabled }
@@ -49,12 +61,15 @@ public final class RedisBroker: Broker {
 
     public func subscribe(_ stream: StreamKey) { bus.redis.subscribe([Self.channel(stream)]) }
     public func unsubscribe(_ stream: StreamKey) { bus.redis.unsubscribe([Self.channel(stream)]) }
+    public func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        bus.redis.subscribed(Self.channel(stream)).hop(to: loop)
+    }
 
     public func publish(_ message: OutboundMessage, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (OutboundMessage) -> Void) {
         let envelope = ClusterEnvelope(
             origin: bus.nodeID, label: message.label, excludeUser: routing.excludeUser, skipMembersOf: routing.skipMembersOf,
             coalesceKey: message.coalesceKey, durable: message.durable, payload: message.bytes, attachments: message.attachments,
-            originSID: message.origin
+            originSID: message.origin, coalesce: routing.coalesce
         ).encode()
         guard recoverable, keepsHistory else {
             deliver(message)
@@ -75,13 +90,12 @@ public final class RedisBroker: Broker {
             { sharded in ["EVAL", HistoryScripts.publish, "1", key, channel, maxEvents, maxAge, sharded ? "SPUBLISH" : "PUBLISH"] },
             payload: envelope
         ).whenComplete { result in
-            var message = message
-            if case .success(let reply) = result, let id = reply.string.flatMap({ StreamOffset(id: $0) }) {
-                message.stamp = RecoveryStamp(position: StreamPosition(stream: stream, offset: id))
-            } else {
-                self.storeFailed()
-                self.bus.metrics.redisDegraded.increment()
-            }
+            // Stored and published: this node's sockets get it from the channel, in stream order
+            // with every other node's events (a reply and a publication on two connections would
+            // not keep that order).
+            if case .success(let reply) = result, reply.string.flatMap({ StreamOffset(id: $0) }) != nil { return }
+            self.storeFailed()
+            self.bus.metrics.redisDegraded.increment()
             deliver(message)
         }
     }
@@ -140,6 +154,13 @@ public final class RedisBroker: Broker {
 
     /// A publication from another node: `<id>\n<envelope>` for recoverable events.
     private func received(channel: String, payload: ByteBuffer) {
+        if channel == Self.controlChannel {
+            guard let json = try? JSONParser.parse(Array(payload.readableBytesView)), json["o"]?.stringValue != bus.nodeID,
+                let message = json["m"].flatMap({ ControlMessage(json: $0) }), let handler = controlHandler.withLockedValue({ $0 })
+            else { return }
+            handler(message)
+            return
+        }
         var payload = payload
         var id: StreamOffset?
         if let first = payload.readableBytesView.first, first != UInt8(ascii: "{") {
@@ -148,12 +169,14 @@ public final class RedisBroker: Broker {
             id = offset
             payload.moveReaderIndex(forwardBy: newline - view.startIndex + 1)
         }
-        guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != bus.nodeID,
+        // This node's own plain events were delivered when published; its recoverable ones come
+        // back here, like everyone's.
+        guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != bus.nodeID || id != nil,
             let handler = handler.withLockedValue({ $0 }), let stream = Self.stream(ofChannel: channel)
         else { return }
         var message = envelope.message
         if let id { message.stamp = RecoveryStamp(position: StreamPosition(stream: stream, offset: id)) }
-        handler(stream, message, Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf))
+        handler(stream, message, Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf, coalesce: envelope.coalesce))
     }
 
     static func stream(ofChannel channel: String) -> StreamKey? {

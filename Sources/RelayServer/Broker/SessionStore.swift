@@ -5,12 +5,24 @@ import RelayRedis
 
 /// Where disconnected sessions wait to be recovered, by `pid`: in memory on one node, in Redis
 /// in a cluster (so another node can recover them). A record is taken at most once.
+/// What `SessionStore.take` found.
+public enum SessionTake: Sendable {
+    case taken(SessionRecord)
+    case notFound
+    case otherUser
+}
+
 public protocol SessionStore: AnyObject, Sendable {
     /// Keeps `record` for `windowMs`.
     func put(_ record: SessionRecord, windowMs: Int64)
-    /// Takes the record of `pid` (removing it); `nil` if there is none (expired, taken, never
-    /// existed). Fails when the store cannot be reached.
-    func take(pid: String, on loop: any EventLoop) -> EventLoopFuture<SessionRecord?>
+    /// Takes the record of `pid` if it is `user`'s (removing it): `.taken`; `.notFound` if there
+    /// is none (expired, taken, never existed); `.otherUser` leaves it in place, so a leaked pid
+    /// cannot spoil its owner's recovery. Fails when the store cannot be reached.
+    func take(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<SessionTake>
+    /// Keeps a revocation where nodes that start later find it (Redis; nothing in memory).
+    func saveRevocation(user: String, cutoff: Int64, ttlSeconds: Int64)
+    /// The revocations kept for the cluster, (user, cutoff).
+    func revocations(on loop: any EventLoop) -> EventLoopFuture<[(String, Int64)]>
 }
 
 /// Sessions of a single node, in memory; expired ones are dropped as new ones come in.
@@ -43,14 +55,24 @@ public final class MemorySessionStore: SessionStore {
         }
     }
 
-    public func take(pid: String, on loop: any EventLoop) -> EventLoopFuture<SessionRecord?> {
+    public func take(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<SessionTake> {
         let now = wallMs()
-        let kept = state.withLockedValue { $0.removeValue(forKey: pid) }
-        guard let kept, kept.expiresAtMs > now else { return loop.makeSucceededFuture(nil) }
-        return loop.makeSucceededFuture(kept.record)
+        let result = state.withLockedValue { kept -> SessionTake in
+            guard let entry = kept[pid], entry.expiresAtMs > now else {
+                kept.removeValue(forKey: pid)
+                return .notFound
+            }
+            guard entry.record.userID == user else { return .otherUser }
+            kept.removeValue(forKey: pid)
+            return .taken(entry.record)
+        }
+        return loop.makeSucceededFuture(result)
     }
 
     public var count: Int { state.withLockedValue { $0.count } }
+
+    public func saveRevocation(user: String, cutoff: Int64, ttlSeconds: Int64) {}
+    public func revocations(on loop: any EventLoop) -> EventLoopFuture<[(String, Int64)]> { loop.makeSucceededFuture([]) }
 }
 
 /// Sessions in Redis: `relay:session:<pid>` with the record as JSON, expiring with the window,
@@ -69,10 +91,54 @@ public final class RedisSessionStore: SessionStore {
         _ = redis.send(["SET", Self.key(record.pid), JSONWriter.string(record.json), "PX", String(max(1, windowMs))])
     }
 
-    public func take(pid: String, on loop: any EventLoop) -> EventLoopFuture<SessionRecord?> {
-        redis.send(["GETDEL", Self.key(pid)]).map { reply -> SessionRecord? in
-            guard let text = reply.string, let json = try? JSONParser.parse(text) else { return nil }
-            return SessionRecord(json: json)
+    /// One hash, `relay:revoked`: user → cutoff; entries past their time are dropped when read.
+    static let revokedKey = "relay:revoked"
+
+    public func saveRevocation(user: String, cutoff: Int64, ttlSeconds: Int64) {
+        _ = redis.send(["HSET", Self.revokedKey, user, "\(cutoff):\(cutoff + ttlSeconds)"])
+    }
+
+    public func revocations(on loop: any EventLoop) -> EventLoopFuture<[(String, Int64)]> {
+        redis.send(["HGETALL", Self.revokedKey]).map { reply -> [(String, Int64)] in
+            var out: [(String, Int64)] = []
+            var pairs: [(RESPValue, RESPValue)] = []
+            if case .map(let m) = reply { pairs = m } else if let flat = reply.elements {
+                var i = 0
+                while i + 1 < flat.count { pairs.append((flat[i], flat[i + 1])); i += 2 }
+            }
+            for (k, v) in pairs {
+                guard let user = k.string, let text = v.string else { continue }
+                let parts = text.split(separator: ":")
+                guard parts.count == 2, let cutoff = Int64(parts[0]) else { continue }
+                out.append((user, cutoff))
+            }
+            return out
+        }.recover { _ in [] }.hop(to: loop)
+    }
+
+    /// Deletes the record only if it is the user's, atomically: two nodes never both recover
+    /// one session, and another user's token leaves it in place.
+    static let takeScript = """
+        local v = redis.call('GET', KEYS[1])
+        if not v then return {0} end
+        local ok, record = pcall(cjson.decode, v)
+        if not ok or record['u'] ~= ARGV[1] then return {2} end
+        redis.call('DEL', KEYS[1])
+        return {1, v}
+        """
+
+    public func take(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<SessionTake> {
+        redis.send(["EVAL", Self.takeScript, "1", Self.key(pid), user]).map { reply -> SessionTake in
+            guard let items = reply.elements, let status = items.first?.int else { return .notFound }
+            switch status {
+            case 1:
+                guard items.count == 2, let text = items[1].string, let json = try? JSONParser.parse(text), let record = SessionRecord(json: json) else {
+                    return .notFound
+                }
+                return .taken(record)
+            case 2: return .otherUser
+            default: return .notFound
+            }
         }.hop(to: loop)
     }
 }

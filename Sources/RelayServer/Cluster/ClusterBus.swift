@@ -90,8 +90,8 @@ public final class ClusterBus: @unchecked Sendable {
     /// after, and the room's cluster presence.
     func updatePresence(room: String, user: String, devices: Int) -> EventLoopFuture<PresenceUpdate> {
         redis.send([
-            "EVAL", ClusterScripts.updatePresence, "3", "relay:presence:{\(room)}", "relay:presence-users:{\(room)}", "relay:node-rooms:\(nodeID)",
-            nodeID, user, String(devices), room,
+            "EVAL", ClusterScripts.updatePresence, "4", "relay:presence:{\(room)}", "relay:presence-users:{\(room)}", "relay:node-rooms:\(nodeID)",
+            Self.userRoomsKey(user), nodeID, user, String(devices), room,
         ]).flatMapThrowing { reply in
             guard let items = reply.elements, items.count == 3, let before = items[0].int, let after = items[1].int else {
                 throw RESPError.server("unexpected presence reply")
@@ -165,12 +165,14 @@ public final class ClusterBus: @unchecked Sendable {
         redis.send(["SMEMBERS", "relay:node-rooms:\(node)"]).flatMap { reply in
             let rooms = (reply.elements ?? []).compactMap(\.string)
             let futures = rooms.map { room in
-                self.redis.send(["EVAL", ClusterScripts.sweepRoom, "2", "relay:presence:{\(room)}", "relay:presence-users:{\(room)}", node])
+                self.redis.send(["EVAL", ClusterScripts.sweepRoom, "2", "relay:presence:{\(room)}", "relay:presence-users:{\(room)}", node, room])
                     .map { r in (r.elements ?? []).compactMap(\.string).map { (room, $0) } }
             }
             return EventLoopFuture.whenAllSucceed(futures, on: self.eventLoop).map { $0.flatMap { $0 } }
         }.flatMap { gone in
             self.redis.send(["DEL", "relay:node-rooms:\(node)"]).flatMap { _ in
+                self.sweepUsers(node: node)
+            }.flatMap { _ in
                 self.redis.send(["ZREM", Self.nodesKey, node])
             }.map { _ in gone }
         }

@@ -17,6 +17,8 @@ struct ClusterEnvelope {
     var attachments: [ByteBuffer] = []
     /// The socket id of the sender the event skipped (history replays skip it too).
     var originSID: String? = nil
+    /// A coalesced backend emit: the key and window every delivering node applies.
+    var coalesce: CoalesceRule? = nil
 
     func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         var header: [(String, JSONValue)] = [("o", .string(origin)), ("l", .string(label))]
@@ -25,6 +27,7 @@ struct ClusterEnvelope {
         if let k = coalesceKey { header.append(("k", .array([.string(k.event), .string(k.room), .string(k.user)]))) }
         if durable { header.append(("d", true)) }
         if let originSID { header.append(("c", .string(originSID))) }
+        if let coalesce { header.append(("w", .array([.string(coalesce.key), .int(coalesce.windowMs)]))) }
         if !attachments.isEmpty {
             header.append(("p", .int(Int64(payload.readableBytes))))
             header.append(("a", .array(attachments.map { .int(Int64($0.readableBytes)) })))
@@ -61,10 +64,14 @@ struct ClusterEnvelope {
         if case .array(let k)? = header["k"], k.count == 3, let e = k[0].stringValue, let r = k[1].stringValue, let u = k[2].stringValue {
             key = .init(event: e, room: r, user: u)
         }
+        var coalesce: CoalesceRule?
+        if case .array(let w)? = header["w"], w.count == 2, let k = w[0].stringValue, let ms = w[1].intValue {
+            coalesce = CoalesceRule(key: k, windowMs: ms)
+        }
         return ClusterEnvelope(
             origin: origin, label: header["l"]?.stringValue ?? "custom", excludeUser: header["x"]?.stringValue,
             skipMembersOf: header["s"]?.stringValue, coalesceKey: key, durable: header["d"]?.boolValue ?? false, payload: payload,
-            attachments: attachments, originSID: header["c"]?.stringValue)
+            attachments: attachments, originSID: header["c"]?.stringValue, coalesce: coalesce)
     }
 }
 
@@ -75,6 +82,7 @@ extension ClusterEnvelope {
         message.attachments = attachments
         message.label = label
         message.origin = originSID
+        message.skipMembersOf = skipMembersOf
         return message
     }
 }

@@ -2,7 +2,9 @@
 ///
 /// Keys: `relay:presence:{room}` (hash `node\u{1F}user` → devices on that node),
 /// `relay:presence-users:{room}` (hash `user` → devices on all nodes), `relay:node-rooms:{node}`
-/// (set of rooms a node has presence in), `relay:nodes` (sorted set: node → last heartbeat, Redis time).
+/// (set of rooms a node has presence in), `relay:nodes` (sorted set: node → last heartbeat, Redis time),
+/// `relay:user-rooms:{user}` (hash `room` → the user's devices in it on all nodes; the rooms of
+/// the presence API, kept with `relay:presence-users:{room}`).
 enum ClusterScripts {
     /// Sets one node's device count for a user in a room; returns {before, after, HGETALL users}.
     static let updatePresence = """
@@ -17,11 +19,18 @@ enum ClusterScripts {
         end
         local before = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
         local after = before + (new - old)
-        if after > 0 then redis.call('HSET', KEYS[2], ARGV[2], after) else redis.call('HDEL', KEYS[2], ARGV[2]) end
+        if after > 0 then
+          redis.call('HSET', KEYS[2], ARGV[2], after)
+          redis.call('HSET', KEYS[4], ARGV[4], after)
+        else
+          redis.call('HDEL', KEYS[2], ARGV[2])
+          redis.call('HDEL', KEYS[4], ARGV[4])
+        end
         return {before, after, redis.call('HGETALL', KEYS[2])}
         """
 
-    /// Removes a dead node's entries from one room; returns the users no longer present anywhere.
+    /// Removes a dead node's entries from one room (ARGV[2]); returns the users no longer present
+    /// anywhere. The users' `relay:user-rooms:{user}` keys are named here, one per swept user.
     static let sweepRoom = """
         local gone = {}
         local prefix = ARGV[1] .. '\\31'
@@ -31,7 +40,15 @@ enum ClusterScripts {
             local n = tonumber(redis.call('HGET', KEYS[1], f))
             redis.call('HDEL', KEYS[1], f)
             local t = tonumber(redis.call('HGET', KEYS[2], user) or '0') - n
-            if t > 0 then redis.call('HSET', KEYS[2], user, t) else redis.call('HDEL', KEYS[2], user); table.insert(gone, user) end
+            local rooms = 'relay:user-rooms:{' .. user .. '}'
+            if t > 0 then
+              redis.call('HSET', KEYS[2], user, t)
+              redis.call('HSET', rooms, ARGV[2], t)
+            else
+              redis.call('HDEL', KEYS[2], user)
+              redis.call('HDEL', rooms, ARGV[2])
+              table.insert(gone, user)
+            end
           end
         end
         return gone

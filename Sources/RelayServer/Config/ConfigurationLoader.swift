@@ -69,6 +69,8 @@ public enum ConfigurationLoader {
         Key(name: "disable-custom-events", kind: .bool, secret: false, defaultValue: "false", help: "refuse custom events"),
         Key(name: "typing-window-ms", kind: .int, secret: false, defaultValue: "100", help: "typing coalescing window"),
         Key(name: "typing-expiry-ms", kind: .int, secret: false, defaultValue: "5000", help: "typing expiry"),
+        Key(name: "token-expiry-notice-ms", kind: .int, secret: false, defaultValue: "60000", help: "auth:expiring this long before a token's exp (0: never)"),
+        Key(name: "revocation-ttl-s", kind: .int, secret: false, defaultValue: "604800", help: "how long a backend revocation is kept (≥ the longest token lifetime)"),
         Key(name: "history-size", kind: .int, secret: false, defaultValue: "200", help: "recoverable events kept per room and per user (0: no history)"),
         Key(name: "history-ttl-ms", kind: .int, secret: false, defaultValue: "120000", help: "how long recoverable events are kept"),
         Key(name: "history-max-bytes", kind: .int, secret: false, defaultValue: "268435456", help: "memory history of all streams, bytes"),
@@ -250,6 +252,8 @@ public enum ConfigurationLoader {
         c.customEventsEnabled = !bool("disable-custom-events")
         if let v = int("typing-window-ms", min: 1) { c.typingWindowMs = Int64(v) }
         if let v = int("typing-expiry-ms", min: 1) { c.typingExpiryMs = Int64(v) }
+        if let v = int("token-expiry-notice-ms") { c.tokenExpiryNoticeMs = Int64(v) }
+        if let v = int("revocation-ttl-s", min: 60) { c.revocationTTLSeconds = Int64(v) }
         if let v = int("history-size") { c.historyLimits.maxEvents = v }
         if let v = int("history-ttl-ms") { c.historyLimits.maxAgeMs = Int64(v) }
         if let v = int("history-max-bytes") { c.historyLimits.maxBytes = v }

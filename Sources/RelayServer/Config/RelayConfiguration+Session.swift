@@ -14,6 +14,8 @@ extension RelayConfiguration {
         s.eventsPerClass = eventsPerSecondByClass
         s.errorReplies = errorReplies
         s.maxRoomsInConnect = maxRoomsPerConnection
+        s.tokenLeewayMs = jwtLeewaySeconds * 1000
+        s.expiryNoticeMs = tokenExpiryNoticeMs
         return s
     }
 }

@@ -82,6 +82,11 @@ public struct RelayConfiguration: Sendable {
     public var historyLimits = HistoryLimits()
     /// How long a dropped session can be recovered (at most the history's age limit).
     public var recoveryWindowMs: Int64 = 120_000
+    /// How long before a token's `exp` its socket is told `auth:expiring` (0: never).
+    public var tokenExpiryNoticeMs: Int64 = 60_000
+    /// How long a backend revocation (`POST /api/v1/users/{user}/disconnect` with `revoke`) is
+    /// kept: at least the longest token lifetime.
+    public var revocationTTLSeconds: Int64 = 7 * 86_400
     /// Every socket gets offsets and a `pid`, not only those that opt in.
     public var offsetsForEverySocket = false
     public var maxMembersPerRoom = 10_000

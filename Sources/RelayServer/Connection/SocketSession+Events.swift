@@ -35,6 +35,12 @@ extension SocketSession {
             relay.logger.info("auth failed", metadata: ["ip": "\(handshake.remoteIP)", "code": "\(error.code.rawValue)"])
             perform(session.connectFinished(.failure(error), now: now))
         case .success(let user):
+            guard !hub.isRevoked(user) else {
+                hub.metrics.authFailure(.tokenRevoked)
+                hub.metrics.connectsRefused.increment()
+                perform(session.connectFinished(.failure(RelayError(.tokenRevoked)), now: now))
+                return
+            }
             connect(user, request: request)
         }
     }
@@ -84,7 +90,9 @@ extension SocketSession {
             guard user.rooms.allows(room) else { throw RelayError(.roomNotAuthorized, "your token does not allow \(room)") }
             let alreadyMember = hub.isMember(room: room, connection: connectionID)
             let presence = try hub.join(room: room, sink: self, user: user.userID, on: shard)
-            let head = hub.broker.head(of: .room(room), on: eventLoop)
+            // Acked once this node receives the room's events (and its offset is read after that).
+            let broker = hub.broker, loop = eventLoop
+            let head = broker.whenSubscribed(.room(room), on: loop).recover { _ in }.flatMap { broker.head(of: .room(room), on: loop) }
             let handler = NIOLoopBound(self, eventLoop: eventLoop)
             let reply = presence.and(head).map { presence, head -> JSONValue in
                 if !alreadyMember { handler.value.follow(.room(room), from: head) }
@@ -131,8 +139,14 @@ extension SocketSession {
         case .receipt(let receipt):
             try record(receipt, ackID: ackID, user: user)
             return nil
+        case .receiptBatch(let room, let kind, let receipts):
+            try record(batch: receipts, room: room, kind: kind, ackID: ackID, user: user)
+            return nil
         case .receiptSync(let since, let limit):
             try sync(since: since, limit: limit, ackID: ackID, user: user)
+            return nil
+        case .authRefresh(let token):
+            refresh(with: token, ackID: ackID, current: user)
             return nil
         case .roomSync(let room, let offset, let limit):
             guard user.rooms.allows(room) || hub.isMember(room: room, connection: connectionID) else {

@@ -26,6 +26,43 @@ extension SocketSession {
         }
     }
 
+    /// A batch (`items`): the same checks and quotas per receipt, handed to the store together
+    /// (one group commit), one ack listing each receipt's id, then the new ones forwarded grouped:
+    /// one event to the room, one to each author's other devices.
+    func record(batch receipts: [NewReceipt], room: String, kind: ReceiptKind, ackID: Int64?, user: AuthenticatedUser) throws(RelayError) {
+        guard let store = relay.receipts else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
+        guard hub.isMember(room: room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(room) first") }
+        guard pendingReceipts + receipts.count <= configuration.maxPendingReceiptsPerConnection else {
+            hub.metrics.receiptQuotaRefusals.increment()
+            throw RelayError(.rateLimited, "at most \(configuration.maxPendingReceiptsPerConnection) receipts awaiting commit per connection")
+        }
+        let now = hub.clock.monotonicMs()
+        guard relay.receiptQuota.withLockedValue({ $0.record(user.userID, cost: Double(receipts.count), now: now) }) else {
+            hub.metrics.receiptQuotaRefusals.increment()
+            throw RelayError(.rateLimited, "receipt quota of \(Int(configuration.receiptsPerUser.perSecond))/s per user spent")
+        }
+        pendingReceipts += receipts.count
+        let loop = NIOLoopBound(self, eventLoop: eventLoop)
+        store.recordAll(receipts, on: eventLoop).whenComplete { result in
+            let handler = loop.value
+            handler.pendingReceipts -= receipts.count
+            switch result {
+            case .success(let recorded):
+                if let ackID, !handler.closing {
+                    let ids = recorded.map { JSONValue.object([("messageId", .string($0.receipt.messageID)), ("id", .int($0.receipt.id))]) }
+                    for case .send(let bytes) in handler.session.ack(ackID, payload: .object([("ok", true), ("items", .array(ids))])) {
+                        handler.sendText(bytes)
+                    }
+                    handler.flushSoon()
+                }
+                let new = recorded.filter(\.isNew).map(\.receipt)
+                if !new.isEmpty { handler.hub.publishReceipts(new, room: room, kind: kind, from: user.userID, excludeConnection: handler.connectionID) }
+            case .failure:
+                handler.fail(RelayError(.storeUnavailable), event: kind.eventName, ackID: ackID)
+            }
+        }
+    }
+
     /// `receipt:sync`: receipts on the caller's messages after a cursor, only of rooms its
     /// token allows (the author id is the sender's claim).
     func sync(since: Int64, limit: Int, ackID: Int64?, user: AuthenticatedUser) throws(RelayError) {

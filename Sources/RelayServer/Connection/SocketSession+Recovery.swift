@@ -28,12 +28,13 @@ extension SocketSession {
         takesOffsets = hub.broker.keepsHistory && (configuration.offsetsForEverySocket || request.wantsRecovery)
         guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, recovery: nil) }
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        hub.sessions.take(pid: pid, on: eventLoop).whenComplete { result in
+        hub.sessions.take(pid: pid, user: user.userID, on: eventLoop).whenComplete { result in
             let me = handler.value
             guard me.session.phase == .authenticating, !me.closing else { return }
             switch result {
-            case .success(let record?): me.recover(record, user: user, request: request)
-            case .success(nil): me.connectFresh(user, request: request, recovery: "unknown_session")
+            case .success(.taken(let record)): me.recover(record, user: user, request: request)
+            case .success(.notFound): me.connectFresh(user, request: request, recovery: "unknown_session")
+            case .success(.otherUser): me.connectFresh(user, request: request, recovery: "user_mismatch")
             case .failure: me.connectFresh(user, request: request, recovery: "unavailable")
             }
         }
@@ -65,13 +66,18 @@ extension SocketSession {
         }
         let now = hub.clock.monotonicMs()
         if plain {
-            perform(session.connectFinished(.success(ConnectAnswer(user: user)), now: now))
+            perform(session.connectFinished(.success(ConnectAnswer(user: user)), now: now, wallMs: hub.clock.wallMs()))
             logConnect(user, recovered: false)
             return
         }
         var streams = joined.map { StreamKey.room($0) }
         if takesOffsets { streams.append(.user(user.userID)) }
-        let heads = streams.map { stream in hub.broker.head(of: stream, on: eventLoop).map { (stream, $0) } }
+        // Heads are read once this node receives the streams, so the offsets in the answer and
+        // the live events that follow them meet exactly.
+        let loop = eventLoop
+        let broker = hub.broker
+        let subscribed = EventLoopFuture.andAllComplete(streams.map { broker.whenSubscribed($0, on: loop) }, on: loop)
+        let heads = streams.map { stream in subscribed.flatMap { broker.head(of: stream, on: loop) }.map { (stream, $0) } }
         let (joinedRooms, refusedRooms) = (joined, refused)
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
         EventLoopFuture.whenAllSucceed(heads, on: eventLoop).whenSuccess { heads in
@@ -83,7 +89,7 @@ extension SocketSession {
             }
             let rooms = joinedRooms.map { ($0, WireOffset(positions[.room($0)] ?? .zero, stream: .room($0)).description) }
             let answer = ConnectAnswer(user: user, pid: me.pid, recovered: false, rooms: rooms, refused: refusedRooms)
-            me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs()))
+            me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs(), wallMs: me.hub.clock.wallMs()))
             me.release(after: positions)
             me.logConnect(user, recovered: false)
         }
@@ -95,6 +101,7 @@ extension SocketSession {
     /// history reaching back to where the socket was, or it is a new session.
     private func recover(_ record: SessionRecord, user: AuthenticatedUser, request: ConnectRequest) {
         guard record.userID == user.userID else { return connectFresh(user, request: request, recovery: "user_mismatch") }
+        guard !request.offsetIsInvalid else { return connectFresh(user, request: request, recovery: "invalid_offset") }
         guard let cuts = record.log.cuts(lastReceived: request.offset), let userCut = cuts[.user(user.userID)] else {
             return connectFresh(user, request: request, recovery: "history_gone")
         }
@@ -145,7 +152,18 @@ extension SocketSession {
         }
         let (firstReached, restoredRooms) = (reached, restored)
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        readMissed(after: firstReached).whenSuccess { second in
+        // The second read starts once this node receives every stream: an event is then either
+        // in the read or delivered live (or both: the socket drops the second copy).
+        let loop = eventLoop
+        let broker = hub.broker
+        EventLoopFuture.andAllSucceed(firstReached.keys.map { broker.whenSubscribed($0, on: loop) }, on: loop).flatMap {
+            handler.value.readMissed(after: firstReached)
+        }.whenComplete { result in
+            let second: Missed
+            switch result {
+            case .success(let missed): second = missed
+            case .failure: second = .notRecovered("unavailable")
+            }
             let me = handler.value
             guard me.session.phase == .authenticating, !me.closing else { return }
             guard case .events(let later) = second else {
@@ -159,7 +177,9 @@ extension SocketSession {
             var last = firstReached
             for stream in firstReached.keys {
                 // The socket's own broadcasts were never sent to it.
-                for entry in (before[stream] ?? []) + (later[stream] ?? []) where entry.message.origin != record.socketSID {
+                // …and a receipt on a user stream reached it through the room when it was a member.
+                for entry in (before[stream] ?? []) + (later[stream] ?? [])
+                where entry.message.origin != record.socketSID && !(entry.message.skipMembersOf.map(restoredRooms.contains) ?? false) {
                     missed.append((StreamPosition(stream: stream, offset: entry.offset), entry.message))
                 }
                 if let newest = later[stream]?.last?.offset { last[stream] = newest }
@@ -168,7 +188,7 @@ extension SocketSession {
             missed.sort { ($0.position.offset, $0.position.stream.name) < ($1.position.offset, $1.position.stream.name) }
             let roomOffsets = restoredRooms.map { ($0, WireOffset(last[.room($0)] ?? .zero, stream: .room($0)).description) }
             let answer = ConnectAnswer(user: user, socketSID: record.socketSID, pid: record.pid, recovered: true, rooms: roomOffsets)
-            me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs()))
+            me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs(), wallMs: me.hub.clock.wallMs()))
             for (position, message) in missed {
                 var message = message
                 message.stamp = RecoveryStamp(position: position)

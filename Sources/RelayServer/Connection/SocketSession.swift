@@ -218,7 +218,8 @@ final class SocketSession: ConnectionSink {
             transport?.send(message)
             return
         }
-        recoveryLog.record(stamp.position.stream, stamp.position.offset)
+        // In offset order per stream; one the socket already has (a replay raced it) is dropped.
+        guard recoveryLog.record(stamp.position.stream, stamp.position.offset) else { return }
         var message = message
         if let bytes = stamp.bytes {
             message.bytes = bytes
@@ -306,6 +307,7 @@ final class SocketSession: ConnectionSink {
         case CloseCode.connectTimeout: return "connect_timeout"
         case CloseCode.authenticationFailed: return "auth_failed"
         case CloseCode.kicked: return "kicked"
+        case CloseCode.tokenExpired: return "token_expired"
         case CloseCode.policyViolation: return "policy_violation"
         case CloseCode.slowConsumer: return "slow_consumer"
         case CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayloadData, CloseCode.messageTooBig: return "protocol_error"

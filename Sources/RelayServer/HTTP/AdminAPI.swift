@@ -35,7 +35,7 @@ struct AdminAPI {
             let kicked = relay.hub.kick(sid: parts[1], code: CloseCode.kicked, reason: "kicked by an operator")
             return now(kicked ? .json(.ok, ["kicked": true, "sid": .string(parts[1])]) : .error(.notFound, code: "not_found", message: "no connection with sid \(parts[1])"))
         case (.POST, "emit", 1):
-            return now(EmitEndpoint(hub: relay.hub).handle(request.body))
+            return EmitEndpoint(hub: relay.hub).handle(request.body, on: loop)
         case (.GET, "receipts", 1):
             return ReceiptsEndpoint(store: relay.receipts).handle(query: query, on: loop)
         case (_, "health", 1), (_, "ready", 1), (_, "stats", 1), (_, "stream", 1), (_, "rooms", _), (_, "users", _), (_, "connections", _), (_, "emit", 1), (_, "receipts", 1):

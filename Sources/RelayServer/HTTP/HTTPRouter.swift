@@ -16,7 +16,19 @@ struct HTTPRouter: Sendable {
         if query.path == "/socket.io/" || query.path == "/socket.io", query["EIO"] == "4", query["transport"] == "polling" {
             return PollingEndpoint(relay: relay).handle(request, query: query, on: eventLoop)
         }
+        if let user = PresenceEndpoint.userSegment(of: query.path) {
+            guard request.method == .GET else { return eventLoop.makeSucceededFuture(.error(.methodNotAllowed, code: "method_not_allowed", message: "use GET")) }
+            guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            return PresenceEndpoint(hub: relay.hub).user(segment: user, on: eventLoop)
+        }
         switch (request.method, query.path) {
+        case (.POST, "/api/v1/emit"):
+            // Answered once the cluster's recipients are counted (a Redis round trip).
+            guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            return EmitEndpoint(hub: relay.hub).handle(request.body, on: eventLoop)
+        case (.POST, "/api/v1/presence"):
+            guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            return PresenceEndpoint(hub: relay.hub).batch(request.body, on: eventLoop)
         case (.GET, "/api/v1/receipts"):
             guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
             return ReceiptsEndpoint(store: relay.receipts).handle(query: query, on: eventLoop)
@@ -29,13 +41,15 @@ struct HTTPRouter: Sendable {
 
     func route(_ request: HTTPRequest) -> HTTPResponse {
         let query = QueryString(uri: request.head.uri)
+        if let user = UserSessionsEndpoint.user(inPath: query.path) {
+            guard authorized(request, key: relay.configuration.apiKey) else { return unauthorized() }
+            guard request.method == .POST else { return .error(.methodNotAllowed, code: "method_not_allowed", message: "use POST") }
+            return UserSessionsEndpoint(hub: relay.hub).handle(user: user, body: request.body)
+        }
         switch (request.method, query.path) {
         case (_, "/socket.io/"), (_, "/socket.io"):
             return refuseEngineIO(request, query: query)
-        case (.POST, "/api/v1/emit"):
-            guard authorized(request, key: relay.configuration.apiKey) else { return unauthorized() }
-            return EmitEndpoint(hub: relay.hub).handle(request.body)
-        case (_, "/api/v1/emit"):
+        case (_, "/api/v1/emit"), (_, "/api/v1/presence"):
             return .error(.methodNotAllowed, code: "method_not_allowed", message: "use POST")
         case (.GET, "/healthz"):
             return .json(.ok, .object([("status", "ok")]))

@@ -24,7 +24,8 @@ extension Hub {
     @discardableResult
     public func publish(
         room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil,
-        coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, attachments: [[UInt8]] = []
+        coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, attachments: [[UInt8]] = [],
+        coalesce: CoalesceRule? = nil
     ) -> Int {
         let audience = state.withLockedValue { s in
             let count = s.rooms.memberCount(room: room)
@@ -33,14 +34,17 @@ extension Hub {
                 partitions: s.rooms.partitions(room: room), recipients: excluded ? count - 1 : count, deflateClients: s.deflateClients,
                 offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
         }
-        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name)
+        // Coalesced emits are superseded by the next one: never kept for recovery.
+        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name) && coalesce == nil
         // Nobody else in the room, nothing to keep and no other node to tell: do not even encode.
         guard audience.recipients > 0 || recoverable || broker.crossesNodes else { return 0 }
         var message = attachments.isEmpty
             ? makeMessage(name, payload, coalesceKey: coalesceKey, durable: durable, deflateClients: audience.deflateClients)
             : makeBinaryMessage(name, payload, attachments: attachments)
         message.origin = audience.origin
-        broker.publish(message, to: .room(room), routing: Routing(excludeUser: excludeUser), recoverable: recoverable) { [self] published in
+        let routing = Routing(excludeUser: excludeUser, coalesce: coalesce)
+        broker.publish(message, to: .room(room), routing: routing, recoverable: recoverable) { [self] published in
+            if let coalesce { return offerCoalesced(.room(room), published, routing: routing, rule: coalesce) }
             let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
             deliver(room: room, message: message, partitions: audience.partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
         }
@@ -88,11 +92,13 @@ extension Hub {
         return message
     }
 
-    /// One hop per partition: inline for the caller's loop, one `execute` for any other.
+    /// One hop per partition: inline for the caller's loop, one `execute` for any other. A
+    /// stamped (recoverable) message always goes through `execute`: it is handed over in offset
+    /// order, and inline delivery would overtake events of the stream already queued.
     func deliver(room: String, message: OutboundMessage, partitions: [Int], excludeConnection: ConnectionID?, excludeUser: String?) {
         for p in partitions {
             let shard = shards[p]
-            if shard.eventLoop.inEventLoop {
+            if shard.eventLoop.inEventLoop && message.stamp == nil {
                 shard.deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
             } else {
                 shard.eventLoop.execute {
@@ -112,12 +118,14 @@ extension Hub {
     /// Delivers an event to every connected device of `user`. Returns the number of sockets on
     /// this node.
     @discardableResult
-    public func publish(user: String, name: String, payload: JSONValue, durable: Bool = false) -> Int {
+    public func publish(user: String, name: String, payload: JSONValue, durable: Bool = false, coalesce: CoalesceRule? = nil) -> Int {
         let audience = userAudience(user)
-        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name)
+        let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name) && coalesce == nil
         guard audience.recipients > 0 || recoverable || broker.crossesNodes else { return 0 }
         let message = makeMessage(name, payload, durable: durable, deflateClients: audience.deflateClients)
-        broker.publish(message, to: .user(user), routing: Routing(), recoverable: recoverable) { [self] published in
+        let routing = Routing(coalesce: coalesce)
+        broker.publish(message, to: .user(user), routing: routing, recoverable: recoverable) { [self] published in
+            if let coalesce { return offerCoalesced(.user(user), published, routing: routing, rule: coalesce) }
             let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
             deliver(user: user, message, partitions: audience.partitions, skipMembersOf: nil, excludeConnection: nil)
         }
@@ -144,7 +152,7 @@ extension Hub {
                     shard.deliver(user: user, message)
                 }
             }
-            if shard.eventLoop.inEventLoop { deliver() } else { shard.eventLoop.execute(deliver) }
+            if shard.eventLoop.inEventLoop && message.stamp == nil { deliver() } else { shard.eventLoop.execute(deliver) }
         }
     }
 
@@ -177,7 +185,9 @@ extension Hub {
             let message = withOffsetVariant(published, offsetClients: room.offsetClients, deflate: room.offsetDeflateClients)
             deliver(room: receipt.room, message: message, partitions: room.partitions, excludeConnection: excludeConnection, excludeUser: nil)
         }
-        broker.publish(message, to: .user(receipt.authorID), routing: Routing(skipMembersOf: receipt.room), recoverable: recoverable) { [self] published in
+        var authorMessage = message
+        authorMessage.skipMembersOf = receipt.room
+        broker.publish(authorMessage, to: .user(receipt.authorID), routing: Routing(skipMembersOf: receipt.room), recoverable: recoverable) { [self] published in
             let message = withOffsetVariant(published, offsetClients: author.offsetClients, deflate: author.offsetDeflateClients)
             deliver(user: receipt.authorID, message, partitions: author.partitions, skipMembersOf: receipt.room, excludeConnection: excludeConnection)
         }
@@ -187,17 +197,56 @@ extension Hub {
 
     /// An event another node published: deliver to this node's sockets of the stream.
     func deliverFromCluster(_ stream: StreamKey, _ message: OutboundMessage, routing: Routing) {
+        if let rule = routing.coalesce { return offerCoalesced(stream, message, routing: routing, rule: rule) }
         var message = message
         message.createdAt = NIODeadline.now().uptimeNanoseconds
+        // The sender's own socket (this node's own recoverable event, back from the channel).
+        let exclude = message.origin.flatMap { sid in state.withLockedValue { $0.sids[sid]?.0 } }
         switch stream {
         case .room(let room):
             let audience = state.withLockedValue { s in (s.rooms.partitions(room: room), s.offsetClients, s.offsetDeflateClients) }
             message = withOffsetVariant(message, offsetClients: audience.1, deflate: audience.2)
-            deliver(room: room, message: message, partitions: audience.0, excludeConnection: nil, excludeUser: routing.excludeUser)
+            deliver(room: room, message: message, partitions: audience.0, excludeConnection: exclude, excludeUser: routing.excludeUser)
         case .user(let user):
             let audience = userAudience(user)
             message = withOffsetVariant(message, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
-            deliver(user: user, message, partitions: audience.partitions, skipMembersOf: routing.skipMembersOf, excludeConnection: nil)
+            deliver(user: user, message, partitions: audience.partitions, skipMembersOf: routing.skipMembersOf, excludeConnection: exclude)
+        }
+    }
+}
+
+extension Hub {
+    /// Forwards committed receipts of one batch, grouped: one `{room, from, items}` event to the
+    /// room, and to each author's devices outside the room (and allowed it) the items of that
+    /// author's messages.
+    public func publishReceipts(_ receipts: [Receipt], room: String, kind: ReceiptKind, from user: String, excludeConnection: ConnectionID?) {
+        let byAuthor = Dictionary(grouping: receipts, by: \.authorID)
+        let (roomAudience, authors) = state.withLockedValue { s in
+            let audience = Audience(
+                partitions: s.rooms.partitions(room: room), recipients: s.rooms.memberCount(room: room), deflateClients: s.deflateClients,
+                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
+            let authors = byAuthor.keys.map { author -> (String, [Int]) in (author, s.directory.partitions(of: author)) }
+            return (audience, authors)
+        }
+        let durable = EventPolicyTable.known[kind.eventName]?.isDurable ?? true
+        let recoverable = broker.keepsHistory
+        func payload(_ items: [Receipt]) -> JSONValue {
+            .object([("room", .string(room)), ("from", .string(user)), ("kind", .string(kind.rawValue)), ("items", .array(items.map(\.json)))])
+        }
+        var roomMessage = makeMessage(kind.eventName, payload(receipts), durable: durable, deflateClients: roomAudience.deflateClients)
+        roomMessage.origin = roomAudience.origin
+        broker.publish(roomMessage, to: .room(room), routing: Routing(), recoverable: recoverable) { [self] published in
+            let message = withOffsetVariant(published, offsetClients: roomAudience.offsetClients, deflate: roomAudience.offsetDeflateClients)
+            deliver(room: room, message: message, partitions: roomAudience.partitions, excludeConnection: excludeConnection, excludeUser: nil)
+        }
+        for (author, partitions) in authors {
+            var message = makeMessage(kind.eventName, payload(byAuthor[author] ?? []), durable: durable, deflateClients: roomAudience.deflateClients)
+            message.origin = roomAudience.origin
+            message.skipMembersOf = room
+            broker.publish(message, to: .user(author), routing: Routing(skipMembersOf: room), recoverable: recoverable) { [self] published in
+                let message = withOffsetVariant(published, offsetClients: roomAudience.offsetClients, deflate: roomAudience.offsetDeflateClients)
+                deliver(user: author, message, partitions: partitions, skipMembersOf: room, excludeConnection: excludeConnection)
+            }
         }
     }
 }

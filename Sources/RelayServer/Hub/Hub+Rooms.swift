@@ -55,6 +55,7 @@ extension Hub {
     /// Restates this node's presence in Redis (after a Redis outage); users the cluster had
     /// lost are announced again.
     func republishPresence() {
+        restateDirectory()
         let entries = state.withLockedValue { $0.rooms.allPresence() }
         let rooms = Set(entries.map(\.room))
         for room in rooms { broker.subscribe(.room(room)) }
@@ -99,6 +100,11 @@ extension Hub {
             publish(room: key.room, name: "location:stop", payload: payload, excludeConnection: id)
         }
         return true
+    }
+
+    /// The rooms a connection is in.
+    public func rooms(of connection: ConnectionID) -> Set<String> {
+        state.withLockedValue { $0.rooms.rooms(of: connection) }
     }
 
     public func isMember(room: String, connection: ConnectionID) -> Bool {

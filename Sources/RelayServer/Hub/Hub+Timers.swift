@@ -65,6 +65,7 @@ extension Hub {
     public func shutdownTimers() {
         typingTimer.cancel()
         locationTimer.cancel()
+        coalesceTimer.cancel()
         for task in lagTasks.withLockedValue({ $0 }) { task.cancel() }
     }
 

@@ -25,6 +25,8 @@ public final class Hub: Sendable {
         var offsetDeflateClients = 0
         /// What the admin API shows of each connection.
         var info: [ConnectionID: ConnectionInfo] = [:]
+        /// When users last disconnected from this node (the presence API's `lastSeen`).
+        var lastSeen = LastSeenBook()
     }
 
     public let shards: [LoopShard]
@@ -36,6 +38,9 @@ public final class Hub: Sendable {
     private let shardByLoop: [ObjectIdentifier: Int]
     let typingTimer: DeadlineScheduler
     let locationTimer: DeadlineScheduler
+    /// Coalesced backend emits waiting for their window to close (Hub+Coalesce).
+    let coalescing = NIOLockedValueBox(EventCoalescer<CoalesceSlot, PendingEmit>())
+    let coalesceTimer: DeadlineScheduler
     let deflaters = DeflaterPool()
     let lagTasks = NIOLockedValueBox<[RepeatedTask]>([])
 
@@ -47,6 +52,8 @@ public final class Hub: Sendable {
     public let sessions: any SessionStore
     /// Who is in each room: this node's view, or the cluster's.
     public let presenceManager: any PresenceManager
+    /// Users whose older tokens the backend revoked.
+    let revocations: NIOLockedValueBox<RevocationList>
     /// Signed webhooks (user online/offline, room occupied/vacated, allow-listed client events), when configured.
     public let webhooks: Webhooks?
 
@@ -57,6 +64,7 @@ public final class Hub: Sendable {
         precondition(!eventLoops.isEmpty)
         self.metrics = metrics
         self.cluster = cluster
+        self.revocations = NIOLockedValueBox(RevocationList(ttlSeconds: configuration.revocationTTLSeconds))
         self.webhooks = webhooks
         let limits = configuration.historyLimits
         if let cluster {
@@ -82,11 +90,17 @@ public final class Hub: Sendable {
             ))
         self.typingTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
         self.locationTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
-        cluster?.onRestatePresence = { [weak self] in self?.republishPresence() }
+        self.coalesceTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
+        cluster?.onRestatePresence = { [weak self] in
+            self?.republishPresence()
+            self?.loadRevocations()
+        }
+        broker.setControlHandler { [weak self] control in self?.received(control) }
         cluster?.onPresenceGone = { [weak self] room, user in self?.announceClusterLeave(room: room, user: user) }
         broker.setRemoteHandler { [weak self] stream, message, routing in self?.deliverFromCluster(stream, message, routing: routing) }
         typingTimer.setAction { [weak self] in self?.flushTyping() }
         locationTimer.setAction { [weak self] in self?.expireLocations() }
+        coalesceTimer.setAction { [weak self] in self?.flushCoalesced() }
     }
 
     /// The shard of the loop a channel lives on.
@@ -113,10 +127,13 @@ public final class Hub: Sendable {
                     if deflate { s.offsetDeflateClients += 1 }
                 }
                 // Under the lock, so subscribe/unsubscribe reach Redis in membership order.
-                if s.directory.connections(of: user).count == 1 {
+                let devices = s.directory.connections(of: user).count
+                if devices == 1 {
                     broker.subscribe(.user(user))
                     webhooks?.userPresence(user, present: true)
                 }
+                // Under the lock too: a user's updates reach the directory in order.
+                presenceManager.updateUser(user, devices: devices, disconnectedAt: nil)
             }
             metrics.connections.increment()
         } catch {
@@ -132,6 +149,7 @@ public final class Hub: Sendable {
     /// Called on the connection's loop when it closes.
     public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, takesOffsets: Bool = false) {
         let now = clock.monotonicMs()
+        let wallNow = clock.wallMs()
         let (leaves, endedShares, typingDeadline) = state.withLockedValue { s in
             s.directory.unregister(id)
             if deflate { s.deflateClients -= 1 }
@@ -144,11 +162,13 @@ public final class Hub: Sendable {
             let leaves = s.rooms.leaveAll(connection: id)
             s.typing.connectionClosed(id, now: now)
             let ended = s.locations.connectionClosed(id)
-            let last = s.directory.connections(of: user).isEmpty
-            if last {
+            let devices = s.directory.connections(of: user).count
+            if devices == 0 {
                 broker.unsubscribe(.user(user))
                 webhooks?.userPresence(user, present: false)
             }
+            s.lastSeen.record(user, at: wallNow)
+            presenceManager.updateUser(user, devices: devices, disconnectedAt: wallNow)
             for leave in leaves where s.rooms.memberCount(room: leave.room) == 0 {
                 broker.unsubscribe(.room(leave.room))
                 webhooks?.roomOccupancy(leave.room, present: false)

@@ -141,6 +141,12 @@ public final class LoopShard: @unchecked Sendable {
         return n
     }
 
+    /// Closes every local socket of `user`.
+    func close(user: String, code: UInt16, reason: String) {
+        eventLoop.preconditionInEventLoop()
+        for sink in Array((users[user] ?? [:]).values) { sink.close(code: code, reason: reason) }
+    }
+
     func sink(_ id: ConnectionID) -> (any ConnectionSink)? {
         eventLoop.preconditionInEventLoop()
         return connections[id]

@@ -25,6 +25,9 @@ public struct OutboundMessage: Sendable {
     /// The socket id of the sender the event was not sent to (its own broadcast): a replay to
     /// that session after a recovery skips it too.
     public var origin: String?
+    /// A user-stream event (a receipt to its author) that sockets in this room got from the
+    /// room already: live delivery and replays skip them.
+    public var skipMembersOf: String?
 
     /// Bytes a socket holds for this message (the outbound queue's measure).
     public var byteCount: Int { attachments.reduce(bytes.readableBytes) { $0 + $1.readableBytes } }

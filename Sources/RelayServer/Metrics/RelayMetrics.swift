@@ -29,6 +29,8 @@ public final class RelayMetrics: Sendable {
     let rooms: Meter
     let redisLinkUp: Meter
     let redisDegraded: Counter
+    /// Coalesced backend emits replaced by a later one within their window (never sent).
+    let emitsSuperseded: Counter
     /// Connection state recoveries by result (`recovered`, `unknown_session`, `user_mismatch`,
     /// `history_gone`, `unavailable`).
     let recoveries: [String: Counter]
@@ -37,9 +39,13 @@ public final class RelayMetrics: Sendable {
     /// This node's memory history (events, bytes), set at each scrape.
     let historyEvents: Meter
     let historyBytes: Meter
-    static let recoveryResults = ["recovered", "unknown_session", "user_mismatch", "history_gone", "unavailable"]
+    /// `auth:refresh` by result (`ok`, `refused`).
+    let tokenRefreshes: [String: Counter]
+    /// Sockets ended by the backend (`POST /api/v1/users/{user}/disconnect`), on this node.
+    let sessionsEnded: Counter
+    static let recoveryResults = ["recovered", "unknown_session", "user_mismatch", "invalid_offset", "history_gone", "unavailable"]
 
-    public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "shutdown", "protocol_error", "policy_violation", "closed"]
+    public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "token_expired", "shutdown", "protocol_error", "policy_violation", "closed"]
 
     public init(registry: PrometheusRegistry = PrometheusRegistry()) {
         self.registry = registry
@@ -65,6 +71,7 @@ public final class RelayMetrics: Sendable {
         r.describe("relay_rooms", "Rooms with at least one member")
         r.describe("relay_redis_link_up", "1 when the Redis link is up (0 when configured and down)")
         r.describe("relay_redis_degraded_total", "Events delivered node-locally because Redis was down")
+        r.describe("relay_emits_superseded_total", "Coalesced backend emits replaced by a later one of the same key within the window")
 
         connections = Meter(label: "relay_connections", factory: r)
         connectsOK = Counter(label: "relay_connects_total", dimensions: [("result", "ok")], factory: r)
@@ -102,9 +109,12 @@ public final class RelayMetrics: Sendable {
         rooms = Meter(label: "relay_rooms", factory: r)
         redisLinkUp = Meter(label: "relay_redis_link_up", factory: r)
         redisDegraded = Counter(label: "relay_redis_degraded_total", factory: r)
+        emitsSuperseded = Counter(label: "relay_emits_superseded_total", factory: r)
         recoveries = Dictionary(uniqueKeysWithValues: Self.recoveryResults.map { ($0, Counter(label: "relay_recoveries_total", dimensions: [("result", $0)], factory: r)) })
         roomSyncs = Dictionary(uniqueKeysWithValues: ["ok", "history_unavailable"].map { ($0, Counter(label: "relay_room_sync_total", dimensions: [("result", $0)], factory: r)) })
         historyEvents = Meter(label: "relay_history_events", factory: r)
+        tokenRefreshes = Dictionary(uniqueKeysWithValues: ["ok", "refused"].map { ($0, Counter(label: "relay_token_refreshes_total", dimensions: [("result", $0)], factory: r)) })
+        sessionsEnded = Counter(label: "relay_sessions_ended_total", factory: r)
         historyBytes = Meter(label: "relay_history_bytes", factory: r)
     }
 

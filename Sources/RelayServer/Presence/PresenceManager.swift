@@ -25,6 +25,24 @@ public protocol PresenceManager: AnyObject, Sendable {
 
     /// The room's presence; `local` is this node's.
     func presence(room: String, local: [PresenceEntry], on loop: any EventLoop) -> EventLoopFuture<[PresenceEntry]>
+
+    // MARK: Users (PresenceManager+Users.swift)
+
+    /// This node now has `devices` sockets of `user`; `disconnectedAt` (wall ms) when one of them
+    /// just disconnected. Called under the hub's lock, so one user's updates reach the store in
+    /// order: it must only enqueue, never wait.
+    func updateUser(_ user: String, devices: Int, disconnectedAt: Int64?)
+
+    /// The users' presence (in `local`'s order; `withRooms`: their rooms too); `local` is this
+    /// node's view of each. `degraded` when that view is all the answer could be.
+    func users(_ local: [UserPresence], withRooms: Bool, on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[UserPresence]>>
+
+    /// The room's presence as `presence(room:local:on:)`, saying whether it is only this node's.
+    func roomPresence(room: String, local: [PresenceEntry], on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[PresenceEntry]>>
+
+    /// States this node's sockets per user again (after the store came back): users missing
+    /// from `local` have none here any more.
+    func restateUsers(_ local: [String: Int])
 }
 
 /// Presence of a single node: what this node sees is the whole truth.

@@ -1,0 +1,40 @@
+import NIOCore
+import RelayCore
+
+/// Users' presence for the backend API: this node's view, handed to the presence manager, which
+/// answers with the cluster's (or this view, degraded, while Redis is down).
+extension Hub {
+    /// This node's view of `users` (their rooms too when `withRooms`).
+    func localUsers(_ users: [String], withRooms: Bool) -> [UserPresence] {
+        let now = clock.wallMs()
+        return state.withLockedValue { s in
+            users.map { user in
+                let connections = s.directory.connections(of: user)
+                var rooms: [String] = []
+                if withRooms {
+                    var all = Set<String>()
+                    for c in connections { all.formUnion(s.rooms.rooms(of: c)) }
+                    rooms = all.sorted()
+                }
+                return UserPresence(user: user, devices: connections.count, rooms: rooms, lastSeen: s.lastSeen.lastSeen(user, now: now))
+            }
+        }
+    }
+
+    /// The users' presence, in `users`' order: cluster-wide when the node is in a cluster and
+    /// Redis is up, this node's otherwise (`degraded` in a cluster).
+    public func userPresence(_ users: [String], withRooms: Bool, on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[UserPresence]>> {
+        presenceManager.users(localUsers(users, withRooms: withRooms), withRooms: withRooms, on: loop)
+    }
+
+    /// The room's presence (devices per user), saying whether it is only this node's.
+    public func roomPresenceAnswer(room: String, on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[PresenceEntry]>> {
+        presenceManager.roomPresence(room: room, local: presence(room: room), on: loop)
+    }
+
+    /// States this node's sockets per user again (Redis came back). Under the lock, so the
+    /// restatement is ordered with the connects and disconnects around it.
+    func restateDirectory() {
+        state.withLockedValue { s in presenceManager.restateUsers(s.directory.connectionCounts()) }
+    }
+}
