@@ -211,3 +211,19 @@ async def test_an_abandoned_poller_is_closed_on_time(start_relay):
                 assert r.status == 400 or "1" in (await r.text()).split(SEP)
     finally:
         await watcher.disconnect()
+
+
+@async_test
+async def test_a_refused_connect_reaches_a_polling_client(relay):
+    """The session ends on a refused CONNECT before the client polls again: its next GET still
+    gets the CONNECT_ERROR and the close (never "Session ID unknown", which a client would take
+    for a transport error and retry forever with the same token)."""
+    async with aiohttp.ClientSession() as session:
+        sid = await handshake(session, relay)
+        assert await post(session, relay, sid, "40" + json.dumps({"token": mint_token("x", ttl=-60)})) == 200
+        await asyncio.sleep(0.3)  # the refusal is decided and the session ended meanwhile
+        packets = await get(session, relay, sid)
+        assert packets[0].startswith("44") and "token_expired" in packets[0], packets
+        assert packets[-1] == "1", packets
+        async with session.get(f"{base(relay)}&sid={sid}") as resp:
+            assert resp.status == 400 and "Session ID unknown" in await resp.text()

@@ -54,7 +54,7 @@ async def browser_scenario(relay, browser, page_server, opts: dict, transport: s
             await bob.join(ROOM)
 
             state = await page.connect("web", relay.url, {**opts, "auth": {"token": mint_token(web_user)}})
-            # `recovered` stays unset (null) without connection state recovery, which Relay does not offer.
+            # `recovered` stays unset (no pid) for a socket that did not opt in to recovery (PROTOCOL §12).
             assert state["connected"] is True and not state["recovered"], state
             assert isinstance(state["id"], str) and state["id"], state
             assert await sids_of(relay, web_user) == [state["id"]], "socket.id is the relay's sid"

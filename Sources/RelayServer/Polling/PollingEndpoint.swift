@@ -126,7 +126,14 @@ struct PollingEndpoint {
             }
             if let session, let transport { session.transportClosed(ObjectIdentifier(transport)) }
         }
-        session.onEnd = { sessions.remove(engineSID) }
+        // A session that ended while no GET was held still owes the client what it buffered and
+        // the close (a CONNECT refusal: without it a client sees a transport error and retries
+        // with the same token forever): its sid answers one more GET, for a bounded time.
+        session.onEnd = { [weak transport] in
+            guard let transport, transport.owesClose else { return sessions.remove(engineSID) }
+            transport.onCloseDelivered = { sessions.remove(engineSID) }
+            loop.assumeIsolated().scheduleTask(in: .seconds(10)) { sessions.remove(engineSID) }
+        }
         session.onAuthenticated = { handle.authenticated.store(true, ordering: .relaxed) }
         session.start(on: transport)
         let promise = loop.makePromise(of: HTTPResponse.self)

@@ -15,7 +15,9 @@ final class PollingTransport: SessionTransport {
     private var releasing = false
     private(set) var closed = false
     /// The close packet still owed to the client (the session ended while no `GET` was held).
-    private var owesClose = false
+    private(set) var owesClose = false
+    /// The owed close (and what was buffered before it, e.g. a CONNECT refusal) was taken.
+    var onCloseDelivered: (() -> Void)?
     private let eventLoop: any EventLoop
     private let hardLimitBytes: Int
     private let holdMs: Int64
@@ -74,6 +76,8 @@ final class PollingTransport: SessionTransport {
             if owesClose {
                 owesClose = false
                 promise.succeed(Self.body(closeBody()))
+                onCloseDelivered?()
+                onCloseDelivered = nil
             } else {
                 promise.succeed(PollingEndpoint.engineError(.sessionUnknown))
             }
