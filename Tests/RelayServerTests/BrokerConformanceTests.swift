@@ -210,3 +210,18 @@ final class RedisBrokerConformanceTests: BrokerConformanceTests {
         XCTAssertEqual(try broker.history(of: room, after: before, limit: 10, maxBytes: 1 << 20, on: loop).wait().map(\.entries.count), .failure(.storeDown))
     }
 }
+
+final class MemoryBrokerExpiryTests: XCTestCase {
+    func testQuietStreamsExpireWithoutNewAppends() {
+        let now = NIOLockedValueBox<Int64>(1_000)
+        let broker = MemoryBroker(limits: HistoryLimits(maxEvents: 10, maxAgeMs: 1_000, maxBytes: 1 << 20), wallMs: { now.withLockedValue { $0 } })
+        for i in 0..<5 {
+            broker.publish(OutboundMessage(bytes: ByteBuffer(string: "42[\"a:b\",{\"n\":\(i)}]")), to: .room("quiet\(i)"), routing: Routing(), recoverable: true) { _ in }
+        }
+        XCTAssertEqual(broker.memoryUsage.events, 5)
+        now.withLockedValue { $0 += 1_001 }
+        broker.trimExpired()
+        XCTAssertEqual(broker.memoryUsage.events, 0)
+        XCTAssertEqual(broker.memoryUsage.bytes, 0)
+    }
+}

@@ -67,6 +67,13 @@ public final class MemoryBroker: Broker {
         return loop.makeSucceededFuture(page)
     }
 
+    /// Drops what is past the age limit in every shard (appends and reads trim their own shard;
+    /// this covers rooms that went quiet). One lock at a time, each held for the trim only.
+    public func trimExpired() {
+        let now = wallMs()
+        for shard in shards { shard.withLockedValue { $0.trim(wallMs: now) } }
+    }
+
     public var memoryUsage: (events: Int, bytes: Int) {
         shards.reduce((0, 0)) { sum, shard in
             shard.withLockedValue { (sum.0 + $0.totalEvents, sum.1 + $0.totalBytes) }

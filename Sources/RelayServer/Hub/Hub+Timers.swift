@@ -83,6 +83,6 @@ extension Hub {
                 metrics.eventLoopLag.recordNanoseconds(max(0, Int64(now &- previous) - interval))
             })
         }
-        lagTasks.withLockedValue { $0 = tasks }
+        lagTasks.withLockedValue { $0 += tasks }
     }
 }

@@ -101,6 +101,12 @@ public final class Hub: Sendable {
         typingTimer.setAction { [weak self] in self?.flushTyping() }
         locationTimer.setAction { [weak self] in self?.expireLocations() }
         coalesceTimer.setAction { [weak self] in self?.flushCoalesced() }
+        // Quiet rooms' history expires too, not only when something is appended next to it.
+        if let memory = broker as? MemoryBroker, limits.isEnabled {
+            let every = TimeAmount.milliseconds(max(1_000, min(limits.maxAgeMs / 4, 10_000)))
+            let task = eventLoops[0].scheduleRepeatedTask(initialDelay: every, delay: every) { [weak memory] _ in memory?.trimExpired() }
+            lagTasks.withLockedValue { $0.append(task) }
+        }
     }
 
     /// The shard of the loop a channel lives on.
