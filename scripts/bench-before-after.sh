@@ -2,35 +2,60 @@
 # The same relay-load fan-out against two relay release binaries, alternating, ROUNDS rounds,
 # at a moderate and a saturating offered rate: a before/after check of a change to the fast path.
 #   scripts/bench-before-after.sh OLD_RELAY NEW_RELAY RELAY_LOAD
-# Everything on 127.0.0.1, every run bounded (10 s); the relays are stopped by their pids.
+# OLD and NEW may be the same binary with different flags: OLD_ARGS / NEW_ARGS are extra relay
+# flags for each side (split on spaces), e.g. the cost of history on one build:
+#   OLD_ARGS="--history-size 0" scripts/bench-before-after.sh R/relay R/relay R/relay-load
+# Other knobs (env): ROUNDS (2), RATES ("4000 16000"), DURATION (10 s), PORT (18200),
+# OUT (bench-results/before-after). The load average is written before and after every run
+# ($OUT/uptime.log) so a disturbed round can be seen and rerun.
+# Everything on 127.0.0.1, every run bounded (DURATION s); the relays are stopped by their pids.
 set -euo pipefail
 OLD=$1; NEW=$2; LOAD=$3
 ROUNDS=${ROUNDS:-2}; OUT=${OUT:-bench-results/before-after}
+RATES=${RATES:-4000 16000}; DURATION=${DURATION:-10}; PORT=${PORT:-18200}
+read -r -a OLD_EXTRA <<< "${OLD_ARGS:-}"
+read -r -a NEW_EXTRA <<< "${NEW_ARGS:-}"
 SECRET=bench-secret-0123456789abcdef0123456789
 mkdir -p "$OUT"
+echo "# $(date -Is) OLD=$OLD ${OLD_ARGS:-} NEW=$NEW ${NEW_ARGS:-}" >> "$OUT/uptime.log"
 for round in $(seq 1 "$ROUNDS"); do
   for which in before after; do
-    bin=$OLD; [ "$which" = after ] && bin=$NEW
+    bin=$OLD; extra=("${OLD_EXTRA[@]}")
+    if [ "$which" = after ]; then bin=$NEW; extra=("${NEW_EXTRA[@]}"); fi
     rm -f "$OUT"/r.sqlite*
-    "$bin" --port 18200 --jwt-secret "$SECRET" --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789 \
+    "$bin" --port "$PORT" --jwt-secret "$SECRET" --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789 \
       --db "$OUT/r.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --rate custom=1000000:1000000 \
-      --max-connections-per-ip 1000000 --max-connections-per-user 1000000 > "$OUT/$which.log" 2>&1 &
+      --max-connections-per-ip 1000000 --max-connections-per-user 1000000 ${extra[@]+"${extra[@]}"} > "$OUT/$which.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 100); do grep -q "relay listening" "$OUT/$which.log" 2>/dev/null && break; sleep 0.1; done
-    for rate in 4000 16000; do
-      "$LOAD" fanout --port 18200 --secret "$SECRET" --relay-pid "$pid" --rooms 20 --members 50 --senders 20 \
-        --rate "$rate" --duration 10 --max-error-rate 1 --json > "$OUT/$which-$round-$rate.json" || true
+    for rate in $RATES; do
+      echo "round $round $which $rate before: $(cat /proc/loadavg)" >> "$OUT/uptime.log"
+      "$LOAD" fanout --port "$PORT" --secret "$SECRET" --relay-pid "$pid" --rooms 20 --members 50 --senders 20 \
+        --rate "$rate" --duration "$DURATION" --max-error-rate 1 --json > "$OUT/$which-$round-$rate.json" || true
+      echo "round $round $which $rate after:  $(cat /proc/loadavg)" >> "$OUT/uptime.log"
     done
+    if [ -n "${METRICS_GREP:-}" ]; then
+      curl -s "http://127.0.0.1:$PORT/metrics" | grep -E "$METRICS_GREP" > "$OUT/$which-$round-metrics.txt" || true
+    fi
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
   done
 done
-python3 - "$OUT" "$ROUNDS" <<'PY'
-import json, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-for rate in (4000, 16000):
+python3 - "$OUT" "$ROUNDS" $RATES <<'PY'
+import json, statistics, sys
+out, rounds, rates = sys.argv[1], int(sys.argv[2]), [int(r) for r in sys.argv[3:]]
+for rate in rates:
+    cpu = {"before": [], "after": []}
     for r in range(1, rounds + 1):
         for w in ("before", "after"):
-            d = json.load(open(f"{out}/{w}-{r}-{rate}.json"))
+            try:
+                d = json.load(open(f"{out}/{w}-{r}-{rate}.json"))
+            except (OSError, ValueError):
+                print(f"{rate} msg/s round {r} {w:6}: no result"); continue
+            if d.get("relay_cpu_us_per_delivery") is not None:
+                cpu[w].append(d["relay_cpu_us_per_delivery"])
             print(f"{rate} msg/s round {r} {w:6}: {d.get('deliveries_per_second', 0):,.0f} deliveries/s, "
                   f"{d.get('relay_cpu_us_per_delivery')} us CPU/delivery, p50 {d.get('latency_p50_ms')} ms, p99 {d.get('latency_p99_ms')} ms")
+    if cpu["before"] and cpu["after"]:
+        b, a = statistics.median(cpu["before"]), statistics.median(cpu["after"])
+        print(f"{rate} msg/s median us CPU/delivery: before {b:.3f}, after {a:.3f}, after/before {a / b:.3f}")
 PY
