@@ -3,8 +3,9 @@
 For each R in --rooms: starts a fresh relay (the binary given), warms it up (a few requests and
 events in one room), reads `relay_history_bytes`, `relay_history_events` (GET /metrics) and the
 process's VmRSS / RssAnon (/proc/PID/status), fills R rooms with --events recoverable events
-each through the backend emit API (`POST /api/v1/emit`, a `message:reaction`-like event of
-about 170 bytes of JSON), waits for the process to settle, and reads them again.
+each through the backend emit API (`POST /api/v1/emit`, pipelined on a few keep-alive
+connections; a `message:reaction`-like event of about 150 bytes of JSON, 185 with the relay's
+`from`/`ts`, a 212-byte Socket.IO frame), waits for the process to settle, and reads them again.
 
 With --control the same fill is run against a relay with `--history-size 0` too: what RSS
 grows by without history (allocator, HTTP buffers) is the noise floor of the RSS figures.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -83,26 +85,47 @@ async def snapshot(http: aiohttp.ClientSession, port: int, pid: int) -> dict:
             "metrics_rss": m["process_resident_memory_bytes"], **proc_status(pid)}
 
 
-async def emit_all(http: aiohttp.ClientSession, port: int, rooms: range, events: int, concurrency: int, deadline: float) -> int:
-    """POSTs `events` reactions to each room, round-robin over the rooms; returns the count sent."""
-    jobs = ((r, i) for i in range(events) for r in rooms)
+async def emit_all(port: int, rooms: range, events: int, connections: int, deadline: float, window: int = 64) -> int:
+    """POSTs `events` reactions to each room, round-robin over the rooms, on `connections`
+    keep-alive connections with up to `window` pipelined requests in flight on each; every
+    answer must be 200. Returns the count sent."""
+    jobs = ((r, i) for i in range(events) for r in rooms)  # shared: each job is taken once
     sent = 0
-    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
-    url = f"http://127.0.0.1:{port}/api/v1/emit"
 
-    async def worker():
+    def request(r: int, i: int) -> bytes:
+        body = json.dumps({"event": "message:reaction", "to": {"room": f"conversation:{r}"}, "data": reaction(r, i)},
+                          separators=(",", ":")).encode()
+        return (f"POST /api/v1/emit HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {API_KEY}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+
+    async def read_answer(reader: asyncio.StreamReader) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = head.split(b" ", 2)[1]
+        m = re.search(rb"(?i)content-length: *(\d+)", head)
+        if m:
+            await reader.readexactly(int(m.group(1)))
+        if status != b"200":
+            raise RuntimeError(f"emit answered {status.decode()}")
+
+    async def connection() -> None:
         nonlocal sent
-        for r, i in jobs:  # the generator is shared: each job is taken once
-            if time.monotonic() > deadline:
-                raise TimeoutError("fill did not finish in time")
-            body = json.dumps({"event": "message:reaction", "to": {"room": f"conversation:{r}"}, "data": reaction(r, i)})
-            async with http.post(url, data=body, headers=headers) as resp:
-                await resp.read()
-                if resp.status != 200:
-                    raise RuntimeError(f"emit answered {resp.status}")
-            sent += 1
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while True:
+                batch = [request(r, i) for r, i in itertools.islice(jobs, window)]
+                if not batch:
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError("fill did not finish in time")
+                writer.write(b"".join(batch))
+                await writer.drain()
+                for _ in batch:
+                    await asyncio.wait_for(read_answer(reader), max(1.0, deadline - time.monotonic()))
+                sent += len(batch)
+        finally:
+            writer.close()
 
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(connection() for _ in range(connections)))
     return sent
 
 
@@ -138,15 +161,14 @@ async def measure(relay: str, rooms: int, events: int, extra: list[str], concurr
     with tempfile.TemporaryDirectory() as tmp:
         proc, port = start_relay(relay, tmp, extra)
         try:
-            connector = aiohttp.TCPConnector(limit=concurrency)
-            async with aiohttp.ClientSession(connector=connector) as http:
+            async with aiohttp.ClientSession() as http:
                 # Warm-up: the HTTP path, the encoder and one stream (room "conversation:warmup").
                 deadline = time.monotonic() + timeout
-                await emit_all(http, port, range(1_000_000, 1_000_001), 20, 4, deadline)
+                await emit_all(port, range(1_000_000, 1_000_001), 20, 1, deadline)
                 await asyncio.sleep(settle)
                 before = await snapshot(http, port, proc.pid)
                 t = time.monotonic()
-                sent = await emit_all(http, port, range(rooms), events, concurrency, deadline)
+                sent = await emit_all(port, range(rooms), events, concurrency, deadline)
                 fill_s = time.monotonic() - t
                 await asyncio.sleep(settle)
                 after = await snapshot(http, port, proc.pid)
@@ -177,7 +199,7 @@ def main() -> None:
     ap.add_argument("--history-size", type=int, default=None, help="--history-size of the relay (default: the relay's, 200)")
     ap.add_argument("--history-ttl-ms", type=int, default=600_000)
     ap.add_argument("--control", action="store_true", help="also run each fill with --history-size 0")
-    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, default=4, help="HTTP connections, 64 pipelined requests each")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds of quiet before each reading")
     ap.add_argument("--timeout", type=float, default=300.0, help="bound of one fill, seconds")
     args = ap.parse_args()
