@@ -191,6 +191,28 @@ async def measure(relay: str, rooms: int, events: int, extra: list[str], concurr
     }
 
 
+async def expiry_check(relay: str, rooms: int, events: int, ttl_ms: int, timeout: float) -> dict:
+    """Fills `rooms` rooms with a short TTL, lets the TTL pass with no traffic, then emits one
+    event to one room: is expired history dropped while nothing is appended?"""
+    extra = ["--history-ttl-ms", str(ttl_ms), "--recovery-window-ms", str(ttl_ms)]
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port = start_relay(relay, tmp, extra)
+        try:
+            async with aiohttp.ClientSession() as http:
+                deadline = time.monotonic() + timeout
+                before = await snapshot(http, port, proc.pid)
+                await emit_all(port, range(rooms), events, 4, deadline)
+                filled = await snapshot(http, port, proc.pid)
+                await asyncio.sleep(ttl_ms / 1000 + 2)
+                idle = await snapshot(http, port, proc.pid)
+                await emit_all(port, range(rooms, rooms + 1), 1, 1, deadline)
+                one_more = await snapshot(http, port, proc.pid)
+        finally:
+            stop(proc)
+    return {"expiry_check": True, "relay_args": " ".join(extra), "rooms": rooms, "events_per_room": events, "before": before,
+            "filled": filled, f"idle_{ttl_ms / 1000 + 2:g}s": idle, "after_one_more_emit": one_more}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--relay", required=True)
@@ -202,7 +224,14 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="HTTP connections, 64 pipelined requests each")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds of quiet before each reading")
     ap.add_argument("--timeout", type=float, default=300.0, help="bound of one fill, seconds")
+    ap.add_argument("--expiry-check", type=int, metavar="TTL_MS", default=None,
+                    help="instead: fill with this TTL, idle past it, read; emit once, read (is idle history dropped?)")
     args = ap.parse_args()
+    if args.expiry_check is not None:
+        for rooms in args.rooms:
+            print(json.dumps(asyncio.run(asyncio.wait_for(expiry_check(args.relay, rooms, args.events, args.expiry_check, args.timeout),
+                                                          args.timeout + 60))), flush=True)
+        return
     on = ["--history-ttl-ms", str(args.history_ttl_ms), "--recovery-window-ms", str(min(args.history_ttl_ms, 120_000))]
     if args.history_size is not None:
         on += ["--history-size", str(args.history_size)]
