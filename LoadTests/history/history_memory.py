@@ -41,8 +41,12 @@ from helpers import ADMIN_KEY, API_KEY, JWT_SECRET  # noqa: E402
 LISTENING = re.compile(r"relay listening on 127\.0\.0\.1:(\d+)")
 
 
+PAD = 0  # --pad: extra bytes in every event (to separate the per-event overhead from the size)
+
+
 def reaction(room: int, i: int) -> dict:
-    """A chat reaction as a backend would emit it: ~170 bytes of JSON with the relay's `from`/`ts`."""
+    """A chat reaction as a backend would emit it: ~150 bytes of JSON (185 with the relay's `from`/`ts`)."""
+    extra = {"pad": "x" * PAD} if PAD else {}
     return {
         "messageId": f"msg_01HZX3K9Q7Y8V2N4M6P{room:06d}{i:04d}",
         "conversationId": f"conversation:{room}",
@@ -50,6 +54,7 @@ def reaction(room: int, i: int) -> dict:
         "emoji": "thumbs_up",
         "action": "add",
         "count": i % 17 + 1,
+        **extra,
     }
 
 
@@ -226,7 +231,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0, help="bound of one fill, seconds")
     ap.add_argument("--expiry-check", type=int, metavar="TTL_MS", default=None,
                     help="instead: fill with this TTL, idle past it, read; emit once, read (is idle history dropped?)")
+    ap.add_argument("--pad", type=int, default=0, help="extra bytes of padding in every event")
     args = ap.parse_args()
+    global PAD
+    PAD = args.pad
     if args.expiry_check is not None:
         for rooms in args.rooms:
             print(json.dumps(asyncio.run(asyncio.wait_for(expiry_check(args.relay, rooms, args.events, args.expiry_check, args.timeout),
