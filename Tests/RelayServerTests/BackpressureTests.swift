@@ -24,6 +24,7 @@ final class BackpressureTests: XCTestCase {
         _ = try bob.texts()
         try alice.send("421[\"location:share-live\",{\"room\":\"conversation:1\",\"durationSec\":60}]")
         bob.channel.isWritable = false
+        bob.channel.pipeline.fireChannelWritabilityChanged()  // as a real channel does when it crosses the high-water mark
         for i in 1...5 {
             try alice.send("42[\"location:update\",{\"room\":\"conversation:1\",\"lat\":\(i),\"lng\":2}]")
         }
@@ -51,6 +52,7 @@ final class BackpressureTests: XCTestCase {
         _ = try slow.texts()
         _ = try carol.texts()
         slow.channel.isWritable = false
+        slow.channel.pipeline.fireChannelWritabilityChanged()  // as a real channel does when it crosses the high-water mark
         for i in 1...40 {
             try alice.send("42[\"note:new\",{\"room\":\"conversation:1\",\"n\":\(i),\"pad\":\"\(String(repeating: "p", count: 60))\"}]")
         }

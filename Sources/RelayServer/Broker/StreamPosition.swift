@@ -24,11 +24,14 @@ public final class RecoveryStamp: Sendable {
     public let bytes: ByteBuffer?
     /// Compressed once when deflate clients that take offsets are connected.
     public let compressed: ByteBuffer?
+    /// The WebSocket frames of `bytes` and `compressed`, made with them.
+    public let frames: PreparedFrames?
 
     init(position: StreamPosition, bytes: ByteBuffer? = nil, compressed: ByteBuffer? = nil) {
         self.position = position
         self.bytes = bytes
         self.compressed = compressed
+        self.frames = bytes.map { PreparedFrames(payload: $0, compressed: compressed) }
     }
 
     /// Inserts `,"<offset>"` before the packet's closing `]`; `nil` if it has none.

@@ -171,8 +171,10 @@ final class SocketSession: ConnectionSink {
         timer?.cancel()
         timerDeadline = deadline
         let delay = max(0, deadline - hub.clock.monotonicMs())
-        timer = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) { [weak self] in
-            guard let self else { return }
+        // A strong capture: `end` cancels the timer, which releases it. (A weak one would give
+        // every session a side table and make each retain on the delivery path a slow one.)
+        timer = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) { [self] in
+            guard !self.ended else { return }
             self.timerDeadline = nil
             self.perform(self.session.tick(now: self.hub.clock.monotonicMs()))
         }
@@ -224,6 +226,7 @@ final class SocketSession: ConnectionSink {
         if let bytes = stamp.bytes {
             message.bytes = bytes
             message.compressed = stamp.compressed
+            message.frames = stamp.frames
         } else if let bytes = RecoveryStamp.bytes(of: message.bytes, offset: stamp.position.wire) {
             message.bytes = bytes
             message.compressed = nil
@@ -240,8 +243,7 @@ final class SocketSession: ConnectionSink {
     func flushSoon() {
         guard !flushScheduled else { return }
         flushScheduled = true
-        eventLoop.assumeIsolated().execute { [weak self] in
-            guard let self else { return }
+        eventLoop.assumeIsolated().execute { [self] in
             self.flushScheduled = false
             self.flushOutbound()
         }

@@ -96,6 +96,7 @@ extension Hub {
     /// stamped (recoverable) message always goes through `execute`: it is handed over in offset
     /// order, and inline delivery would overtake events of the stream already queued.
     func deliver(room: String, message: OutboundMessage, partitions: [Int], excludeConnection: ConnectionID?, excludeUser: String?) {
+        let message = message.withFrames()
         for p in partitions {
             let shard = shards[p]
             if shard.eventLoop.inEventLoop && message.stamp == nil {
@@ -143,6 +144,7 @@ extension Hub {
     /// One hop per partition to the user's sockets (those not in `skipMembersOf` and allowed it,
     /// for receipts).
     func deliver(user: String, _ message: OutboundMessage, partitions: [Int], skipMembersOf room: String?, excludeConnection: ConnectionID?) {
+        let message = message.withFrames()
         for p in partitions {
             let shard = shards[p]
             let deliver: @Sendable () -> Void = {

@@ -4,14 +4,18 @@ import RelayCore
 /// One encoded server→client message: the Engine.IO text (`42[...]`) in a buffer that is
 /// shared, unchanged, by every recipient.
 public struct OutboundMessage: Sendable {
-    public var bytes: ByteBuffer
+    /// Setting it (or `compressed`) drops `frames`, which were made from the old bytes.
+    public var bytes: ByteBuffer { didSet { frames = nil } }
     /// Set for coalescible events (typing, presence, location updates).
     public var coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey?
     /// A durable event (receipt forward): never dropped silently.
     public var durable: Bool
     /// The permessage-deflate payload (full window, no context takeover), computed once per
     /// fan-out when deflate clients are connected and the message is over the threshold.
-    public var compressed: ByteBuffer?
+    public var compressed: ByteBuffer? { didSet { frames = nil } }
+    /// The whole WebSocket frames of `bytes` and `compressed`, made once per fan-out
+    /// (`prepareFrames`) just before the hand-off to the loops.
+    public var frames: PreparedFrames?
     /// The metrics label of the event (known name, `custom`, or `error`).
     public var label: String = "custom"
     /// When it was published (monotonic ns), for the fan-out latency metric.
@@ -36,6 +40,20 @@ public struct OutboundMessage: Sendable {
         self.bytes = bytes
         self.coalesceKey = coalesceKey
         self.durable = durable
+    }
+
+    /// Makes the WebSocket frames once, for every recipient of this fan-out (a text event; a
+    /// binary event's frames are made per socket).
+    public mutating func prepareFrames() {
+        guard frames == nil, attachments.isEmpty else { return }
+        frames = PreparedFrames(payload: bytes, compressed: compressed)
+    }
+
+    /// This message with its frames made (`prepareFrames`).
+    public func withFrames() -> OutboundMessage {
+        var message = self
+        message.prepareFrames()
+        return message
     }
 
     /// Encodes `42["name",payload]` once.

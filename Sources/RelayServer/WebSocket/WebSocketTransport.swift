@@ -21,6 +21,12 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     let relay: RelayContext
     let handshake: HandshakeInfo
     var context: ChannelHandlerContext?
+    /// The context of NIO's frame encoder: frames made once per fan-out (`PreparedFrames`) are
+    /// written from there, as plain bytes, past the encoder. `nil` without the encoder (tests).
+    private var rawContext: ChannelHandlerContext?
+    /// The channel's writability, as its last `channelWritabilityChanged` said (read per
+    /// delivery: cheaper than asking the channel).
+    private var writable = true
     var shard: LoopShard?
     /// The session: its own (a new session) or a polling session's (an upgrade probe).
     private(set) var link: SessionLink?
@@ -56,6 +62,8 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.rawContext = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
+        self.writable = context.channel.isWritable
         self.shard = hub.shard(for: context.eventLoop)
         if let probeOf {
             link = SessionLink.probe(probeOf, transport: self, transportLoop: context.eventLoop)
@@ -79,6 +87,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     private func teardown() {
         guard !reportedClosed else { return }
         reportedClosed = true
+        rawContext = nil
         if outbound.count > 0 { hub.metrics.dropped.increment(by: Int64(outbound.count)) }
         outbound.removeAll()
         pendingPong = nil
@@ -154,7 +163,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     func send(_ message: OutboundMessage) {
         guard !closing, let context else { return }
-        if outbound.isEmpty && context.channel.isWritable {
+        if writable && outbound.isEmpty {
             write(message, context: context)
             return
         }
@@ -170,11 +179,25 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// Writes a message's frames: its text frame, then a binary packet's attachments, each one
     /// binary frame, with nothing in between.
     private func write(_ message: OutboundMessage, context: ChannelHandlerContext) {
+        if let rawContext, let frame = preparedFrame(for: message) {
+            rawContext.write(NIOAny(frame), promise: nil)
+            needsFlush = true
+            return
+        }
         context.write(wrapOutboundOut(frame(for: message, allocator: context.channel.allocator)), promise: nil)
         for attachment in message.attachments {
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: attachment)), promise: nil)
         }
         needsFlush = true
+    }
+
+    /// The fan-out's ready-made frame for this socket: the compressed one when this client
+    /// negotiated permessage-deflate with a full window and the message is over the threshold,
+    /// the plain one when it gets the message uncompressed; `nil` when it needs its own.
+    private func preparedFrame(for message: OutboundMessage) -> ByteBuffer? {
+        guard let frames = message.frames else { return nil }
+        guard let deflate = handshake.deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes else { return frames.plain }
+        return deflate.serverMaxWindowBits == 15 ? frames.compressed : nil
     }
 
     /// The frame for a message: compressed (RSV1) when this client negotiated permessage-deflate
@@ -196,13 +219,14 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     func flush() {
         guard needsFlush, let context else { return }
         needsFlush = false
-        context.flush()
+        (rawContext ?? context).flush()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         // Stop reading from a peer that does not read what we write: whatever it sends would
         // only make more replies to buffer. Reading resumes once the writes drain.
         let writable = context.channel.isWritable
+        self.writable = writable
         if !closing { try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: writable) }
         drainOutbound()
         context.fireChannelWritabilityChanged()
@@ -210,12 +234,12 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     private func drainOutbound() {
         guard let context else { return }
-        if let pong = pendingPong, context.channel.isWritable {
+        if let pong = pendingPong, writable {
             pendingPong = nil
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: pong)), promise: nil)
             needsFlush = true
         }
-        while context.channel.isWritable, let message = outbound.dequeue() {
+        while writable, let message = outbound.dequeue() {
             write(message, context: context)
         }
         flush()
