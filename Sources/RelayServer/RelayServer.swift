@@ -74,6 +74,9 @@ public final class RelayServer: Sendable {
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 16)
+            // NIO keeps each socket's last receive buffer for the next read: start it small
+            // (chat frames are small; it grows when reads fill it) instead of 2 KiB per idle socket.
+            .childChannelOption(ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65_536))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     // With PROXY protocol the header comes first, before TLS; the rest of the

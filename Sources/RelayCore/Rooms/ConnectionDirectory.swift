@@ -8,7 +8,7 @@ public struct ConnectionDirectory: Sendable {
 
     public var maxConnectionsPerUser: Int
     public var maxConnections: Int
-    private var byUser: [String: [ConnectionID: Int]] = [:]
+    private var byUser: [String: ConnectionMap<Int>] = [:]
     private var users: [ConnectionID: String] = [:]
 
     public init(maxConnectionsPerUser: Int = 20, maxConnections: Int = 1_000_000) {
@@ -22,20 +22,20 @@ public struct ConnectionDirectory: Sendable {
     public mutating func register(_ connection: ConnectionID, user: String, partition: Int) throws(RegisterError) {
         guard users.count < maxConnections else { throw .tooManyTotal(limit: maxConnections) }
         guard (byUser[user]?.count ?? 0) < maxConnectionsPerUser else { throw .tooManyForUser(limit: maxConnectionsPerUser) }
-        byUser[user, default: [:]][connection] = partition
+        byUser[user, default: ConnectionMap()].set(connection, partition)
         users[connection] = user
     }
 
     public mutating func unregister(_ connection: ConnectionID) {
         guard let user = users.removeValue(forKey: connection) else { return }
-        byUser[user]?.removeValue(forKey: connection)
+        byUser[user]?.remove(connection)
         if byUser[user]?.isEmpty == true { byUser.removeValue(forKey: user) }
     }
 
     public func user(of connection: ConnectionID) -> String? { users[connection] }
 
     public func connections(of user: String) -> [ConnectionID] {
-        (byUser[user]?.keys).map { $0.sorted() } ?? []
+        (byUser[user]?.keys ?? []).sorted()
     }
 
     /// How many connections each connected user has.

@@ -31,7 +31,7 @@ public struct ConnectRequest: Sendable, Equatable {
     ///   `too_many_rooms` when it names more than `maxRooms`.
     public init(data: JSONValue?, fallbackToken: String?, maxRooms: Int) throws(RelayError) {
         token = data?["token"]?.stringValue ?? fallbackToken ?? ""
-        // A pid is 24 base64url characters; anything else is no session of ours.
+        // A pid is 22 base64url characters; anything longer is no session of ours.
         if let pid = data?["pid"]?.stringValue, pid.utf8.count <= 64, !pid.isEmpty {
             self.pid = pid
         }

@@ -48,7 +48,8 @@ public struct EngineSession: Sendable {
         case rateLimited(RateClass)
     }
 
-    public let configuration: SessionConfiguration
+    private let shared: SharedSessionConfiguration
+    public var configuration: SessionConfiguration { shared.value }
     /// The Engine.IO session id (`sid` of the open packet).
     public let engineSID: String
     /// The Socket.IO socket id (`sid` of the CONNECT answer); a recovered session takes back
@@ -83,7 +84,18 @@ public struct EngineSession: Sendable {
         configuration: SessionConfiguration, transport: Transport, engineSID: String, socketSID: String,
         fallbackToken: String? = nil, now: Int64
     ) {
-        self.configuration = configuration
+        self.init(
+            shared: SharedSessionConfiguration(configuration), transport: transport, engineSID: engineSID, socketSID: socketSID,
+            fallbackToken: fallbackToken, now: now)
+    }
+
+    /// A session that reads its configuration from the server's one shared copy.
+    public init(
+        shared: SharedSessionConfiguration, transport: Transport, engineSID: String, socketSID: String,
+        fallbackToken: String? = nil, now: Int64
+    ) {
+        self.shared = shared
+        let configuration = shared.value
         self.transport = transport
         self.engineSID = engineSID
         self.socketSID = socketSID

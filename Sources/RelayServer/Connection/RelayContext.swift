@@ -8,6 +8,8 @@ import RelayStore
 /// admission control, and the receipt service when there is one.
 public final class RelayContext: Sendable {
     public let configuration: RelayConfiguration
+    /// The sessions' limits and timings, one copy for all of them.
+    public let sessionConfiguration: SharedSessionConfiguration
     public let hub: Hub
     /// Checks a token; completes on the loop passed in. Defaults to `verifier`.
     public let authenticate: @Sendable (String, any EventLoop) -> EventLoopFuture<Result<AuthenticatedUser, RelayError>>
@@ -34,6 +36,7 @@ public final class RelayContext: Sendable {
         authenticate: @escaping @Sendable (String, any EventLoop) -> EventLoopFuture<Result<AuthenticatedUser, RelayError>>
     ) {
         self.configuration = configuration
+        self.sessionConfiguration = SharedSessionConfiguration(configuration.sessionConfiguration)
         self.receipts = receipts
         self.hub = hub
         self.authenticate = authenticate
@@ -51,7 +54,21 @@ public final class RelayContext: Sendable {
 
 /// Random ids for `sid`s: 16 random bytes, base64url without padding.
 enum SessionID {
+    /// 88 random bits as 15 base64url characters: unguessable, and short enough for Swift to
+    /// keep the string inline (no allocation per id, per session and per hub table entry).
     static func make() -> String {
+        var rng = SystemRandomNumberGenerator()
+        let a = rng.next() as UInt64
+        let b = rng.next() as UInt32
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(11)
+        for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: a >> (i * 8))) }
+        for i in 0..<3 { bytes.append(UInt8(truncatingIfNeeded: b >> (i * 8))) }
+        return Base64URL.encode(bytes)
+    }
+
+    /// 128 random bits as 22 base64url characters, for a recovery `pid` (a bearer secret).
+    static func makeSecret() -> String {
         var rng = SystemRandomNumberGenerator()
         var bytes: [UInt8] = []
         for v in [rng.next() as UInt64, rng.next() as UInt64] {

@@ -49,7 +49,7 @@ extension SocketSession {
         let plain = request.rooms.isEmpty && !takesOffsets
         if !plain { holding = [] }
         guard register(user, sid: sid) else { return }
-        if takesOffsets { pid = SessionID.make() }
+        if takesOffsets { pid = SessionID.makeSecret() }
         var joined: [String] = []
         var refused: [(room: String, code: String)] = []
         for room in request.rooms {

@@ -59,7 +59,7 @@ final class SocketSession: ConnectionSink {
         self.connectionID = relay.makeConnectionID()
         self.shard = relay.hub.shard(for: eventLoop)
         self.session = EngineSession(
-            configuration: relay.configuration.sessionConfiguration, transport: transport, engineSID: SessionID.make(), socketSID: SessionID.make(),
+            shared: relay.sessionConfiguration, transport: transport, engineSID: SessionID.make(), socketSID: SessionID.make(),
             fallbackToken: handshake.queryToken ?? handshake.bearerToken, now: relay.hub.clock.monotonicMs())
     }
 

@@ -41,6 +41,9 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         idleTimeout?.cancel()
         streamTask?.cancel()
+        // The closure holds this handler (through the upgrader's completion): let both go once
+        // the connection upgraded or closed, instead of for as long as the socket lives.
+        makeUpgradeHandler = nil
     }
 
     /// Closes a connection that does not finish a request in time (half-sent requests, idle

@@ -10,7 +10,8 @@ public final class LoopShard: @unchecked Sendable {
     public let eventLoop: any EventLoop
     private var connections: [ConnectionID: any ConnectionSink] = [:]
     private var rooms: [String: [ConnectionID: any ConnectionSink]] = [:]
-    private var users: [String: [ConnectionID: any ConnectionSink]] = [:]
+    /// A user's sockets on this loop (usually one, kept inline).
+    private var users: [String: ConnectionMap<any ConnectionSink>] = [:]
     private var userOf: [ConnectionID: String] = [:]
 
     /// Decompresses this loop's permessage-deflate messages (one at a time: the loop is single-threaded).
@@ -70,7 +71,7 @@ public final class LoopShard: @unchecked Sendable {
     func add(_ sink: any ConnectionSink, user: String) {
         eventLoop.preconditionInEventLoop()
         connections[sink.connectionID] = sink
-        users[user, default: [:]][sink.connectionID] = sink
+        users[user, default: ConnectionMap()].set(sink.connectionID, sink)
         userOf[sink.connectionID] = user
     }
 
@@ -78,7 +79,7 @@ public final class LoopShard: @unchecked Sendable {
         eventLoop.preconditionInEventLoop()
         connections.removeValue(forKey: id)
         if let user = userOf.removeValue(forKey: id) {
-            users[user]?.removeValue(forKey: id)
+            users[user]?.remove(id)
             if users[user]?.isEmpty == true { users.removeValue(forKey: user) }
         }
     }
@@ -115,7 +116,7 @@ public final class LoopShard: @unchecked Sendable {
     func deliver(user: String, _ message: OutboundMessage) -> Int {
         eventLoop.preconditionInEventLoop()
         guard let sinks = users[user] else { return 0 }
-        for sink in sinks.values {
+        sinks.forEach { _, sink in
             sink.enqueue(message)
             flushLater(sink)
         }
@@ -132,7 +133,8 @@ public final class LoopShard: @unchecked Sendable {
         guard let sinks = users[user] else { return 0 }
         let members = rooms[room]
         var n = 0
-        for (id, sink) in sinks where members?[id] == nil && id != excludeConnection && sink.mayAccess(room: room) {
+        sinks.forEach { id, sink in
+            guard members?[id] == nil && id != excludeConnection && sink.mayAccess(room: room) else { return }
             sink.enqueue(message)
             flushLater(sink)
             n += 1
@@ -144,7 +146,7 @@ public final class LoopShard: @unchecked Sendable {
     /// Closes every local socket of `user`.
     func close(user: String, code: UInt16, reason: String) {
         eventLoop.preconditionInEventLoop()
-        for sink in Array((users[user] ?? [:]).values) { sink.close(code: code, reason: reason) }
+        for sink in (users[user] ?? ConnectionMap()).values { sink.close(code: code, reason: reason) }
     }
 
     func sink(_ id: ConnectionID) -> (any ConnectionSink)? {

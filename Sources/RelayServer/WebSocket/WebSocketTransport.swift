@@ -19,7 +19,10 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     typealias OutboundOut = WebSocketFrame
 
     let relay: RelayContext
-    let handshake: HandshakeInfo
+    /// The upgrade request's facts, until the session that keeps them is made.
+    private var handshake: HandshakeInfo?
+    /// permessage-deflate, when negotiated (all the transport needs of the handshake).
+    let deflate: PerMessageDeflateNegotiation?
     var context: ChannelHandlerContext?
     /// The context of NIO's frame encoder: frames made once per fan-out (`PreparedFrames`) are
     /// written from there, as plain bytes, past the encoder. `nil` without the encoder (tests).
@@ -49,6 +52,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     init(relay: RelayContext, handshake: HandshakeInfo, frameGuard: FrameSizeGuard? = nil, probeOf: PollingSessions.Handle? = nil) {
         self.relay = relay
         self.handshake = handshake
+        self.deflate = handshake.deflate
         self.frameGuard = frameGuard
         self.probeOf = probeOf
         let c = relay.configuration
@@ -68,10 +72,11 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         if let probeOf {
             link = SessionLink.probe(probeOf, transport: self, transportLoop: context.eventLoop)
         } else {
-            let session = SocketSession(relay: relay, handshake: handshake, transport: .websocket, eventLoop: context.eventLoop)
+            let session = SocketSession(relay: relay, handshake: handshake ?? HandshakeInfo(remoteIP: ""), transport: .websocket, eventLoop: context.eventLoop)
             link = .local(session, transport: ObjectIdentifier(self))
             session.start(on: self)
         }
+        handshake = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -102,7 +107,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         guard !closing else { return }
         // Until CONNECT succeeded, messages are held to the small pre-authentication limit.
         var reader = self.reader ?? WebSocketMessageReader(
-            maxMessageBytes: configuration.maxConnectPayload, inflater: handshake.deflate != nil ? shard?.inflater : nil)
+            maxMessageBytes: configuration.maxConnectPayload, inflater: deflate != nil ? shard?.inflater : nil)
         let output = reader.read(frame, allocator: context.channel.allocator)
         self.reader = reader
         switch output {
@@ -196,7 +201,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// the plain one when it gets the message uncompressed; `nil` when it needs its own.
     private func preparedFrame(for message: OutboundMessage) -> ByteBuffer? {
         guard let frames = message.frames else { return nil }
-        guard let deflate = handshake.deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes else { return frames.plain }
+        guard let deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes else { return frames.plain }
         return deflate.serverMaxWindowBits == 15 ? frames.compressed : nil
     }
 
@@ -204,7 +209,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// and the message is over the threshold, reusing the fan-out's shared compressed bytes when
     /// the client accepts a full window.
     private func frame(for message: OutboundMessage, allocator: ByteBufferAllocator) -> WebSocketFrame {
-        if let deflate = handshake.deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes, let shard {
+        if let deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes, let shard {
             let compressed: ByteBuffer
             if deflate.serverMaxWindowBits == 15, let shared = message.compressed {
                 compressed = shared
