@@ -2,7 +2,8 @@
 # Builds the relay and runs every test: the XCTest targets and, through EndToEndTests, the
 # Python end-to-end suite in Tests/e2e. Installs what the tests need first: the system packages
 # (scripts/install-test-deps.sh) and the Python clients (.venv). The build must have no
-# compiler warnings in the project's own code. Arguments are passed on to `swift test`
+# compiler warnings in the project's own code. A full run ends with the benchmark regression
+# check (scripts/bench-check.sh: fan-out CPU per delivery against its baseline). Arguments are passed on to `swift test`
 # (e.g. --filter EndToEndTests).
 set -euo pipefail
 
@@ -26,3 +27,8 @@ if grep -E "^$(pwd)/(Sources|Tests|LoadTests|Fuzz)/.*: warning:" "$build_log" | 
 fi
 rm -f "$build_log"
 swift test "$@"
+
+# The fan-out cost against its recorded baseline (a full run only, not a filtered one).
+if [ $# -eq 0 ]; then
+    bash scripts/bench-check.sh
+fi
