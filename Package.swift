@@ -27,7 +27,10 @@ let package = Package(
         // Pure logic: no sockets, no event loops. Tested without a socket.
         .target(
             name: "RelayCore",
-            dependencies: []
+            dependencies: [],
+            // The hub's generic value types (history, outbound queue) run on every message:
+            // let RelayServer specialise them instead of calling them through runtime generics.
+            swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
         ),
         // zlib from the system (zlib1g-dev), for permessage-deflate.
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
