@@ -60,13 +60,13 @@ final class Harness {
     var configuration: RelayConfiguration
 
     /// Tokens are looked up in this table instead of being verified (TokenVerifier has its own tests).
-    init(configure: (inout RelayConfiguration) -> Void = { _ in }) {
+    init(configure: (inout RelayConfiguration) -> Void = { _ in }, broker: ((RelayConfiguration, RelayClock) -> any Broker)? = nil) {
         var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: String(repeating: "a", count: 16), adminKey: String(repeating: "b", count: 16))
         c.pingIntervalMs = 25_000
         c.pingTimeoutMs = 20_000
         configure(&c)
         configuration = c
-        let hub = Hub(eventLoops: [loop], configuration: c, clock: clock.relayClock)
+        let hub = Hub(eventLoops: [loop], configuration: c, clock: clock.relayClock, broker: broker?(c, clock.relayClock))
         relay = RelayContext(configuration: c, hub: hub, receipts: store, logger: Logger(label: "test")) { token, loop in
             let users: [String: AuthenticatedUser] = [
                 "alice": AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max),

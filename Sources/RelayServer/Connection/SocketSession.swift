@@ -32,7 +32,10 @@ final class SocketSession: ConnectionSink {
     var recoveryLog = RecoveryLog()
     /// While CONNECT is being set up (rooms joined, missed events read), hub deliveries wait here
     /// so that the CONNECT answer and the missed events go first.
-    var holding: [OutboundMessage]?
+    var holding: [OutboundMessage]? { didSet { if holding == nil { holdingBytes = 0 } } }
+    /// Bytes in `holding`: bounded like the outbound queue (a socket whose CONNECT waits on a
+    /// slow Redis while its rooms are busy is closed 4008, not left to grow).
+    var holdingBytes = 0
     /// Called once when the session ended (the polling registry forgets it).
     var onEnd: (() -> Void)?
     /// Called once when CONNECT succeeded (polling requests may then be larger).
@@ -207,6 +210,13 @@ final class SocketSession: ConnectionSink {
     func enqueue(_ message: OutboundMessage) {
         guard !closing else { return }
         if holding != nil {
+            let bytes = message.byteCount
+            guard holdingBytes + bytes <= configuration.outboundHardLimitBytes, (holding?.count ?? 0) < configuration.outboundMaxQueuedMessages else {
+                hub.metrics.slowConsumerCloses.increment()
+                close(code: CloseCode.slowConsumer, reason: "slow consumer")
+                return
+            }
+            holdingBytes += bytes
             holding?.append(message)
             return
         }

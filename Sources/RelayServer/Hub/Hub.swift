@@ -59,7 +59,8 @@ public final class Hub: Sendable {
 
     public init(
         eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(),
-        cluster: ClusterBus? = nil, webhooks: Webhooks? = nil, logger: Logger = Logger(label: "relay.hub")
+        cluster: ClusterBus? = nil, webhooks: Webhooks? = nil, logger: Logger = Logger(label: "relay.hub"),
+        broker: (any Broker)? = nil
     ) {
         precondition(!eventLoops.isEmpty)
         self.metrics = metrics
@@ -72,7 +73,7 @@ public final class Hub: Sendable {
             self.sessions = RedisSessionStore(redis: cluster.redis)
             self.presenceManager = RedisPresenceManager(bus: cluster)
         } else {
-            self.broker = MemoryBroker(limits: limits, wallMs: clock.wallMs)
+            self.broker = broker ?? MemoryBroker(limits: limits, wallMs: clock.wallMs)
             self.sessions = MemorySessionStore(wallMs: clock.wallMs)
             self.presenceManager = MemoryPresenceManager()
         }
@@ -95,14 +96,14 @@ public final class Hub: Sendable {
             self?.republishPresence()
             self?.loadRevocations()
         }
-        broker.setControlHandler { [weak self] control in self?.received(control) }
+        self.broker.setControlHandler { [weak self] control in self?.received(control) }
         cluster?.onPresenceGone = { [weak self] room, user in self?.announceClusterLeave(room: room, user: user) }
-        broker.setRemoteHandler { [weak self] stream, message, routing in self?.deliverFromCluster(stream, message, routing: routing) }
+        self.broker.setRemoteHandler { [weak self] stream, message, routing in self?.deliverFromCluster(stream, message, routing: routing) }
         typingTimer.setAction { [weak self] in self?.flushTyping() }
         locationTimer.setAction { [weak self] in self?.expireLocations() }
         coalesceTimer.setAction { [weak self] in self?.flushCoalesced() }
         // Quiet rooms' history expires too, not only when something is appended next to it.
-        if let memory = broker as? MemoryBroker, limits.isEnabled {
+        if let memory = self.broker as? MemoryBroker, limits.isEnabled {
             let every = TimeAmount.milliseconds(max(1_000, min(limits.maxAgeMs / 4, 10_000)))
             let task = eventLoops[0].scheduleRepeatedTask(initialDelay: every, delay: every) { [weak memory] _ in memory?.trimExpired() }
             lagTasks.withLockedValue { $0.append(task) }
