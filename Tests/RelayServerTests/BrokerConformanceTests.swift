@@ -141,10 +141,7 @@ final class RedisBrokerConformanceTests: BrokerConformanceTests {
 
     override func setUp() async throws {
         try await super.setUp()
-        try requireRedisServer()
-        let server = try RedisServerProcess()
-        try server.start()
-        redis = server
+        redis = try startedRedisServer()
     }
 
     override func tearDown() async throws {

@@ -261,10 +261,7 @@ final class RedisDirectoryTests: XCTestCase {
 
     override func setUp() async throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        try requireRedisServer()
-        let server = try RedisServerProcess()
-        try server.start()
-        redis = server
+        redis = try startedRedisServer()
     }
 
     override func tearDown() async throws {

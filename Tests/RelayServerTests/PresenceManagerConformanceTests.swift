@@ -54,10 +54,7 @@ final class RedisPresenceManagerConformanceTests: PresenceManagerConformanceTest
 
     override func setUp() async throws {
         try await super.setUp()
-        try requireRedisServer()
-        let server = try RedisServerProcess()
-        try server.start()
-        redis = server
+        redis = try startedRedisServer()
     }
 
     override func tearDown() async throws {

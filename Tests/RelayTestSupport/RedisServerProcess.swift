@@ -97,3 +97,11 @@ public func requireRedisServer() throws {
         throw NSError(domain: "redis", code: 2)
     }
 }
+
+/// A started `redis-server` on a free port (fails the test when Debian's redis-server is missing).
+public func startedRedisServer() throws -> RedisServerProcess {
+    try requireRedisServer()
+    let server = try RedisServerProcess()
+    try server.start()
+    return server
+}
