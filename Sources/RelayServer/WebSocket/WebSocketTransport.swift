@@ -71,8 +71,8 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         self.shard = hub.shard(for: context.eventLoop)
         if let probeOf {
             link = SessionLink.probe(probeOf, transport: self, transportLoop: context.eventLoop)
-        } else {
-            let session = SocketSession(relay: relay, handshake: handshake ?? HandshakeInfo(remoteIP: ""), transport: .websocket, eventLoop: context.eventLoop)
+        } else if let handshake {
+            let session = SocketSession(relay: relay, handshake: handshake, transport: .websocket, eventLoop: context.eventLoop)
             link = .local(session, transport: ObjectIdentifier(self))
             session.start(on: self)
         }
