@@ -92,9 +92,9 @@ extension Hub {
         return message
     }
 
-    /// One hop per partition: inline for the caller's loop, one `execute` for any other. A
-    /// stamped (recoverable) message always goes through `execute`: it is handed over in offset
-    /// order, and inline delivery would overtake events of the stream already queued.
+    /// One hop per partition: inline for the caller's loop, posted to any other loop's inbox
+    /// (one task per batch there). A stamped (recoverable) message is always posted, even to
+    /// the caller's loop: inline delivery would overtake events of the stream already posted.
     func deliver(room: String, message: OutboundMessage, partitions: [Int], excludeConnection: ConnectionID?, excludeUser: String?) {
         let message = message.withFrames()
         for p in partitions {
@@ -102,9 +102,7 @@ extension Hub {
             if shard.eventLoop.inEventLoop && message.stamp == nil {
                 shard.deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
             } else {
-                shard.eventLoop.execute {
-                    shard.deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
-                }
+                shard.post(.room(room, message, excludeConnection: excludeConnection, excludeUser: excludeUser))
             }
         }
     }
@@ -145,16 +143,15 @@ extension Hub {
     /// for receipts).
     func deliver(user: String, _ message: OutboundMessage, partitions: [Int], skipMembersOf room: String?, excludeConnection: ConnectionID?) {
         let message = message.withFrames()
+        let delivery: ShardDelivery =
+            if let room {
+                .userOutsideRoom(user, message, room: room, excludeConnection: excludeConnection)
+            } else {
+                .user(user, message)
+            }
         for p in partitions {
             let shard = shards[p]
-            let deliver: @Sendable () -> Void = {
-                if let room {
-                    shard.deliver(user: user, message, skippingMembersOf: room, excludeConnection: excludeConnection)
-                } else {
-                    shard.deliver(user: user, message)
-                }
-            }
-            if shard.eventLoop.inEventLoop && message.stamp == nil { deliver() } else { shard.eventLoop.execute(deliver) }
+            if shard.eventLoop.inEventLoop && message.stamp == nil { shard.perform(delivery) } else { shard.post(delivery) }
         }
     }
 

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import RelayCore
 
@@ -46,6 +47,45 @@ public final class LoopShard: @unchecked Sendable {
             for sink in sinks { sink.flushOutbound() }
         }
     }
+
+    /// Deliveries posted from any thread (`post`), run in order by one task per batch.
+    private let inbox = NIOLockedValueBox(ShardInbox())
+    /// The drained batch's buffer, kept between batches (loop-confined).
+    private var batch: [ShardDelivery] = []
+
+    /// Hands a delivery to this loop: it runs after every delivery posted before it, in a batch
+    /// with those posted while the drain was pending. Callable from any thread, with locks held.
+    func post(_ delivery: ShardDelivery) {
+        let schedule = inbox.withLockedValue { $0.append(delivery) }
+        if schedule { eventLoop.execute { [self] in drainInbox() } }
+    }
+
+    /// Runs the posted deliveries in order. Deliveries posted while it runs (a delivery that
+    /// closes a slow socket may publish a presence change) go to the next batch.
+    private func drainInbox() {
+        eventLoop.preconditionInEventLoop()
+        var batch = self.batch
+        self.batch = []
+        inbox.withLockedValue { $0.take(into: &batch) }
+        for delivery in batch { perform(delivery) }
+        batch.removeAll(keepingCapacity: true)
+        self.batch = batch
+    }
+
+    /// Runs one delivery now (on this loop).
+    func perform(_ delivery: ShardDelivery) {
+        switch delivery {
+        case .room(let room, let message, let excludeConnection, let excludeUser):
+            deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        case .user(let user, let message):
+            deliver(user: user, message)
+        case .userOutsideRoom(let user, let message, let room, let excludeConnection):
+            deliver(user: user, message, skippingMembersOf: room, excludeConnection: excludeConnection)
+        }
+    }
+
+    /// Deliveries posted and not run yet (tests).
+    var pendingDeliveries: Int { inbox.withLockedValue { $0.count } }
 
     init(index: Int, eventLoop: any EventLoop, metrics: RelayMetrics) {
         self.index = index

@@ -1,0 +1,118 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import NIOPosix
+import RelayCore
+import XCTest
+
+@testable import RelayServer
+
+/// Deliveries posted to a loop shard run in the order they were posted, in batches, from any
+/// thread; one posted while a batch runs goes to the next batch.
+final class ShardInboxTests: XCTestCase {
+    func message(_ text: String) -> OutboundMessage {
+        OutboundMessage(bytes: ByteBuffer(string: text))
+    }
+
+    func testPostedDeliveriesWaitForTheLoopAndRunInOrder() {
+        let loop = EmbeddedEventLoop()
+        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let alice = RecordingSink(1)
+        shard.add(alice, user: "alice")
+        shard.join(room: "r", alice)
+        shard.post(.room("r", message("1"), excludeConnection: nil, excludeUser: nil))
+        shard.post(.user("alice", message("2")))
+        shard.post(.userOutsideRoom("alice", message("3"), room: "other", excludeConnection: nil))
+        XCTAssertEqual(shard.pendingDeliveries, 3)
+        XCTAssertEqual(alice.received, [], "posting never delivers inline")
+        loop.run()
+        XCTAssertEqual(shard.pendingDeliveries, 0)
+        XCTAssertEqual(alice.received, ["1", "2", "3"])
+        XCTAssertGreaterThan(alice.flushes, 0, "what the batch wrote is flushed")
+    }
+
+    func testADeliveryPostedWhileABatchRunsGoesToTheNextBatch() {
+        let loop = EmbeddedEventLoop()
+        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let alice = RecordingSink(1)
+        let bob = PostingSink(2, shard: shard)
+        shard.add(alice, user: "alice")
+        shard.add(bob, user: "bob")
+        shard.join(room: "r", bob)
+        shard.join(room: "r", alice)
+        shard.post(.user("bob", message("first")))
+        shard.post(.user("alice", message("second")))
+        loop.run()
+        // Bob's delivery posted "from bob" to alice while the batch ran: after "second".
+        XCTAssertEqual(alice.received, ["second", "from bob"])
+        XCTAssertEqual(shard.pendingDeliveries, 0)
+    }
+
+    /// Four threads post under one lock (as the memory broker posts a stream's events under the
+    /// stream's lock): the socket gets them in exactly that order.
+    func testPostsFromManyThreadsKeepTheOrderTheyWerePostedIn() throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let loop = group.next()
+        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let total = 4 * 2_000
+        let done = loop.makePromise(of: [Int].self)
+        let sink = CountingSink(3, expected: total, done: done)
+        try loop.submit {
+            shard.add(sink, user: "u")
+            shard.join(room: "r", sink)
+        }.wait()
+        let streamLock = NIOLock()
+        let next = NIOLockedValueBox(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<2_000 {
+                streamLock.withLock {
+                    let n = next.withLockedValue { n in
+                        defer { n += 1 }
+                        return n
+                    }
+                    shard.post(.room("r", OutboundMessage(bytes: ByteBuffer(string: String(n))), excludeConnection: nil, excludeUser: nil))
+                }
+            }
+        }
+        let received = try done.futureResult.wait()
+        XCTAssertEqual(received, Array(0..<total))
+    }
+}
+
+/// A sink that posts a delivery to alice when it gets a message (a delivery that causes another).
+private final class PostingSink: ConnectionSink {
+    let connectionID: ConnectionID
+    let shard: LoopShard
+    init(_ id: UInt64, shard: LoopShard) {
+        connectionID = ConnectionID(id)
+        self.shard = shard
+    }
+    func enqueue(_ message: OutboundMessage) { shard.post(.user("alice", OutboundMessage(bytes: ByteBuffer(string: "from bob")))) }
+    func flushOutbound() {}
+    func close(code: UInt16, reason: String) {}
+    var isClosing: Bool { false }
+    func mayAccess(room: String) -> Bool { true }
+}
+
+/// Records the numbers it gets and completes `done` at the expected count. Confined to the
+/// shard's loop (every `ConnectionSink` method runs there), which guards `received`.
+private final class CountingSink: ConnectionSink, @unchecked Sendable {
+    let connectionID: ConnectionID
+    let expected: Int
+    let done: EventLoopPromise<[Int]>
+    var received: [Int] = []
+    init(_ id: UInt64, expected: Int, done: EventLoopPromise<[Int]>) {
+        connectionID = ConnectionID(id)
+        self.expected = expected
+        self.done = done
+    }
+    func enqueue(_ message: OutboundMessage) {
+        received.append(Int(String(buffer: message.bytes)) ?? -1)
+        if received.count == expected { done.succeed(received) }
+    }
+    func flushOutbound() {}
+    func close(code: UInt16, reason: String) {}
+    var isClosing: Bool { false }
+    func mayAccess(room: String) -> Bool { true }
+}
