@@ -58,7 +58,7 @@ public final class LoopShard: @unchecked Sendable {
     /// with those posted while the drain was pending. Callable from any thread, with locks held.
     func post(_ delivery: ShardDelivery) {
         let schedule = inbox.withLockedValue { $0.append(delivery) }
-        if schedule { eventLoop.execute { [self] in drainInbox(scheduled: true) } }
+        if schedule { eventLoop.execute { [self] in drainInboxNow() } }
     }
 
     /// Runs what was posted to this loop so far, now, unless a drain is running already (a
@@ -68,20 +68,18 @@ public final class LoopShard: @unchecked Sendable {
     func drainInboxNow() {
         eventLoop.preconditionInEventLoop()
         guard !draining else { return }
-        drainInbox(scheduled: false)
+        drainInbox()
     }
 
     /// Runs the posted deliveries in order. Deliveries posted while it runs (a delivery that
     /// closes a slow socket may publish a presence change) go to the next batch.
-    /// `scheduled`: run by the task `post` scheduled (which no drain can be running under).
-    private func drainInbox(scheduled: Bool) {
+    private func drainInbox() {
         eventLoop.preconditionInEventLoop()
-        precondition(!draining, "a drain of this loop's inbox is already running")
         draining = true
         defer { draining = false }
         var batch = self.batch
         self.batch = []
-        inbox.withLockedValue { $0.take(into: &batch, byScheduledDrain: scheduled) }
+        inbox.withLockedValue { $0.take(into: &batch) }
         for delivery in batch { perform(delivery) }
         batch.removeAll(keepingCapacity: true)
         self.batch = batch

@@ -20,11 +20,9 @@ struct ShardInbox: Sendable {
     }
 
     /// Takes every delivery posted so far into `batch` (an empty buffer the drainer keeps, so
-    /// neither side allocates per batch once both have grown). The scheduled drain passes
-    /// `byScheduledDrain` and the next append schedules anew; an early drain on the loop leaves
-    /// the scheduled one pending, so appends until it runs need no task of their own.
-    mutating func take(into batch: inout [ShardDelivery], byScheduledDrain: Bool) {
-        if byScheduledDrain { drainScheduled = false }
+    /// neither side allocates per batch once both have grown); the next append schedules anew.
+    mutating func take(into batch: inout [ShardDelivery]) {
+        drainScheduled = false
         swap(&items, &batch)
     }
 
