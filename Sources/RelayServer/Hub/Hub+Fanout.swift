@@ -48,7 +48,6 @@ extension Hub {
             let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
             deliver(room: room, message: message, partitions: audience.partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
         }
-        drainOwnInbox()
         return audience.recipients
     }
 
@@ -108,16 +107,6 @@ extension Hub {
         }
     }
 
-    /// Runs what the broker posted to the caller's own loop, once its lock is released: a
-    /// recoverable event reaches the local sockets as soon as a plain one does, still in offset
-    /// order (`LoopShard.drainInboxNow`). A no-op off the event loops.
-    func drainOwnInbox() {
-        for shard in shards where shard.eventLoop.inEventLoop {
-            shard.drainInboxNow()
-            return
-        }
-    }
-
     /// The outbound-queue key the policy table declares for a server-made event.
     static func coalesceKey(_ name: String, room: String, user: String) -> OutboundQueue<OutboundMessage>.CoalesceKey? {
         EventPolicyTable.known[name]?.coalescingKey(room: room, user: user).map {
@@ -139,7 +128,6 @@ extension Hub {
             let message = withOffsetVariant(published, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
             deliver(user: user, message, partitions: audience.partitions, skipMembersOf: nil, excludeConnection: nil)
         }
-        drainOwnInbox()
         return audience.recipients
     }
 
@@ -202,7 +190,6 @@ extension Hub {
             let message = withOffsetVariant(published, offsetClients: author.offsetClients, deflate: author.offsetDeflateClients)
             deliver(user: receipt.authorID, message, partitions: author.partitions, skipMembersOf: receipt.room, excludeConnection: excludeConnection)
         }
-        drainOwnInbox()
     }
 
     // MARK: From other nodes
@@ -224,7 +211,6 @@ extension Hub {
             message = withOffsetVariant(message, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
             deliver(user: user, message, partitions: audience.partitions, skipMembersOf: routing.skipMembersOf, excludeConnection: exclude)
         }
-        drainOwnInbox()
     }
 }
 
@@ -261,6 +247,5 @@ extension Hub {
                 deliver(user: author, message, partitions: partitions, skipMembersOf: room, excludeConnection: excludeConnection)
             }
         }
-        drainOwnInbox()
     }
 }

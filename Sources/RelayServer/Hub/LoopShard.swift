@@ -52,31 +52,18 @@ public final class LoopShard: @unchecked Sendable {
     private let inbox = NIOLockedValueBox(ShardInbox())
     /// The drained batch's buffer, kept between batches (loop-confined).
     private var batch: [ShardDelivery] = []
-    private var draining = false
 
     /// Hands a delivery to this loop: it runs after every delivery posted before it, in a batch
     /// with those posted while the drain was pending. Callable from any thread, with locks held.
     func post(_ delivery: ShardDelivery) {
         let schedule = inbox.withLockedValue { $0.append(delivery) }
-        if schedule { eventLoop.execute { [self] in drainInboxNow() } }
-    }
-
-    /// Runs what was posted to this loop so far, now, unless a drain is running already (a
-    /// nested one would run later posts before earlier ones still in the outer batch). For the
-    /// publisher's own loop once the broker released its lock: the events of its stream reach
-    /// the local sockets as soon as a plain event would, still in offset order.
-    func drainInboxNow() {
-        eventLoop.preconditionInEventLoop()
-        guard !draining else { return }
-        drainInbox()
+        if schedule { eventLoop.execute { [self] in drainInbox() } }
     }
 
     /// Runs the posted deliveries in order. Deliveries posted while it runs (a delivery that
     /// closes a slow socket may publish a presence change) go to the next batch.
     private func drainInbox() {
         eventLoop.preconditionInEventLoop()
-        draining = true
-        defer { draining = false }
         var batch = self.batch
         self.batch = []
         inbox.withLockedValue { $0.take(into: &batch) }
