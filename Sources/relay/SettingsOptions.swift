@@ -47,6 +47,7 @@ struct SettingsOptions: ParsableArguments {
     @Option(name: .customLong("history-ttl-ms"), help: "How long recoverable events are kept, ms (default 120000).") var historyTTLMs: Int?
     @Option(name: .customLong("history-max-bytes"), help: "Memory history of all streams together, bytes (default 268435456).") var historyMaxBytes: Int?
     @Option(name: .customLong("recovery-window-ms"), help: "How long a dropped session can be recovered, ms (default 120000, at most the history TTL).") var recoveryWindowMs: Int?
+    @Option(name: .customLong("recovery-takeover-after-ms"), help: "A reconnect with the pid of a live connection at least this old takes it over, ms (default 1000).") var recoveryTakeoverAfterMs: Int?
     @Option(name: .customLong("recovery-offsets"), help: "opt-in (sockets that send recover:true or a pid get offsets and a pid) or always (default opt-in).") var recoveryOffsets: String?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; with --tls-key serves wss:// and https://.") var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert.") var tlsKey: String?
@@ -93,6 +94,7 @@ struct SettingsOptions: ParsableArguments {
         put("token-expiry-notice-ms", tokenExpiryNoticeMs); put("revocation-ttl-s", revocationTTLs)
         put("history-size", historySize); put("history-ttl-ms", historyTTLMs); put("history-max-bytes", historyMaxBytes)
         put("recovery-window-ms", recoveryWindowMs); put("recovery-offsets", recoveryOffsets)
+        put("recovery-takeover-after-ms", recoveryTakeoverAfterMs)
         put("tls-cert", tlsCert); put("tls-key", tlsKey)
         if noDeflate { f["no-deflate"] = "true" }
         put("deflate-threshold", deflateThreshold); put("echo-path", echoPath); put("drain-rate", drainRate); put("shutdown-timeout", shutdownTimeout)

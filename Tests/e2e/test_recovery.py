@@ -579,8 +579,9 @@ async def test_engine_io_close_packet_is_a_transport_close(history_relay):
 
 @async_test
 async def test_a_live_session_cannot_be_taken_over(history_relay):
-    """A pid presented while its socket is still connected (the relay has not seen it drop)
-    recovers nothing: a new session; the live socket goes on undisturbed."""
+    """A pid presented while its socket is still connected and younger than
+    `--recovery-takeover-after-ms` (default 1 s: two sockets racing with one pid) recovers
+    nothing: a new session; the live socket goes on undisturbed."""
     relay = await history_relay()
     user, room = unique("amy"), unique("conversation:live")
     async with Clients() as c, RawSessions() as raw:
@@ -657,8 +658,9 @@ async def test_slow_consumer_close_is_never_recovered(history_relay):
 async def test_events_during_the_recovery_handshake_arrive_once(history_relay):
     """Events published while the relay is recovering a socket (between its reading of the
     history and its answer) reach the socket exactly once: replayed or live, never both. Up to
-    ROUNDS drop/recover rounds with a sender bursting meanwhile."""
-    relay = await history_relay()
+    ROUNDS drop/recover rounds with a sender bursting meanwhile. A reconnect that reaches the
+    relay before it noticed the drop takes the connection over, whatever its age."""
+    relay = await history_relay("--recovery-takeover-after-ms", "0")
     user, room = unique("amy"), unique("conversation:race")
     async with Clients() as c, RawSessions() as raw:
         bob = await member(c, relay, room)
@@ -687,6 +689,54 @@ async def test_events_during_the_recovery_handshake_arrive_once(history_relay):
             s.events = [e for e in s.events if e[0] == "chat:tick" and e[1][0]["n"] == n]
         all_n = [k for k, _ in received]
         assert all_n == sorted(set(all_n)), missing_report(all_n, list(range(1, n + 1)))
+
+
+@async_test
+async def test_a_reconnect_takes_over_a_connection_that_still_looks_alive(history_relay):
+    """A phone whose network went away sends nothing: the relay still holds its old connection
+    when the phone comes back with its pid. The old connection is closed (4009) and its session
+    recovered by the reconnect, with what it missed, instead of a new session. (Taken over at
+    any age here; the default 1 s minimum age is the test below.)"""
+    relay = await history_relay("--recovery-takeover-after-ms", "0")
+    user, room = unique("amy"), unique("conversation:takeover")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        old, hello = await opted_in(raw, relay, user, [room], name="old")
+        await send_ticks(bob, room, 1, 2)
+        await old.wait_for(lambda: tick_numbers(old.events) == [1, 2], "ticks 1, 2")
+        offset = last_offset(old)
+        old.reading.clear()  # gone silent: reads nothing, says nothing, the TCP connection stays
+        await send_ticks(bob, room, 3, 4)
+        before = await recoveries(relay)
+        s, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "back")
+        assert back.get("recovered") is True, back
+        assert back["sid"] == hello["sid"] and back["pid"] == hello["pid"], (back, hello)
+        await send_ticks(bob, room, 5, 5)
+        await s.wait_for(lambda: tick_numbers(s.events) == [3, 4, 5], "3, 4 replayed, then 5 live")
+        await s.barrier()
+        assert tick_numbers(s.events) == [3, 4, 5], missing_report(tick_numbers(s.events), [3, 4, 5])
+        assert grew(before, await recoveries(relay)) == {"recovered": 1}
+        old.reading.set()
+        closed = await asyncio.wait_for(asyncio.shield(old.closed), TIMEOUT)
+        assert getattr(getattr(closed, "rcvd", None), "code", None) == 4009, f"the old connection closed as replaced: {closed!r}"
+
+
+@async_test
+async def test_another_users_token_does_not_take_over_a_live_connection(history_relay):
+    """The pid alone is not enough: with another user's valid token the reconnect is a new
+    session, and the live connection keeps its session."""
+    relay = await history_relay()
+    user, room = unique("amy"), unique("conversation:not-yours")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        a, hello = await opted_in(raw, relay, user, [room], name="amy")
+        await send_ticks(bob, room, 1, 1)
+        await a.wait_for(lambda: tick_numbers(a.events) == [1], "tick 1")
+        s, answer = await reconnect(raw, relay, mint_token(unique("mallory"), rooms=[room]), hello["pid"], last_offset(a), "mallory")
+        await assert_new_session(s, answer, hello, [room])
+        await send_ticks(bob, room, 2, 2)
+        await a.wait_for(lambda: tick_numbers(a.events) == [1, 2], "amy still gets tick 2")
+        assert not a.closed.done(), a.closed
 
 
 @async_test

@@ -21,6 +21,9 @@ public enum CloseCode {
     public static let tokenExpired: UInt16 = 4005
     /// The outbound queue passed its hard limit: the client reads too slowly.
     public static let slowConsumer: UInt16 = 4008
+    /// The client came back on another connection with this session's `pid` (recovery) while
+    /// this one still looked alive: the old connection is closed and its session handed over.
+    public static let replaced: UInt16 = 4009
 
     /// Whether a peer may send `code` in a close frame (RFC 6455 §7.4).
     public static func isValidReceived(_ code: UInt16) -> Bool {

@@ -75,6 +75,7 @@ public enum ConfigurationLoader {
         Key(name: "history-ttl-ms", kind: .int, secret: false, defaultValue: "120000", help: "how long recoverable events are kept"),
         Key(name: "history-max-bytes", kind: .int, secret: false, defaultValue: "268435456", help: "memory history of all streams, bytes"),
         Key(name: "recovery-window-ms", kind: .int, secret: false, defaultValue: "120000", help: "how long a dropped session can be recovered"),
+        Key(name: "recovery-takeover-after-ms", kind: .int, secret: false, defaultValue: "1000", help: "a reconnect with the pid of a connection at least this old takes it over"),
         Key(name: "recovery-offsets", kind: .string, secret: false, defaultValue: "opt-in", help: "opt-in or always: which sockets get offsets and a pid"),
         Key(name: "tls-cert", kind: .string, secret: false, defaultValue: nil, help: "PEM certificate chain (with tls-key: TLS)"),
         Key(name: "tls-key", kind: .string, secret: false, defaultValue: nil, help: "PEM private key"),
@@ -258,6 +259,7 @@ public enum ConfigurationLoader {
         if let v = int("history-ttl-ms") { c.historyLimits.maxAgeMs = Int64(v) }
         if let v = int("history-max-bytes") { c.historyLimits.maxBytes = v }
         if let v = int("recovery-window-ms") { c.recoveryWindowMs = Int64(v) }
+        if let v = int("recovery-takeover-after-ms") { c.recoveryTakeoverAfterMs = Int64(v) }
         if c.recoveryWindowMs > c.historyLimits.maxAgeMs {
             problems.append("recovery-window-ms: at most history-ttl-ms (\(c.historyLimits.maxAgeMs)); a longer window could not be recovered")
         }

@@ -82,6 +82,10 @@ public struct RelayConfiguration: Sendable {
     public var historyLimits = HistoryLimits()
     /// How long a dropped session can be recovered (at most the history's age limit).
     public var recoveryWindowMs: Int64 = 120_000
+    /// A reconnect with the `pid` of a connection that still looks alive takes it over (closes
+    /// it, 4009, and recovers its session) once that connection is this old, ms. Younger, the
+    /// reconnect is a new session: two sockets racing with one pid never recover it both in turn.
+    public var recoveryTakeoverAfterMs: Int64 = 1_000
     /// How long before a token's `exp` its socket is told `auth:expiring` (0: never).
     public var tokenExpiryNoticeMs: Int64 = 60_000
     /// How long a backend revocation (`POST /api/v1/users/{user}/disconnect` with `revoke`) is

@@ -16,7 +16,7 @@ extension SocketSession {
     static let maxSyncPageBytes = 256 << 10
     /// Disconnect reasons after which the session is kept (the transport dropped, the server
     /// shut down); a client that sent DISCONNECT, a kick or a broken rule end it for good.
-    static let recoverableReasons: Set<String> = ["closed", "client", "ping_timeout", "shutdown"]
+    static let recoverableReasons: Set<String> = ["closed", "client", "ping_timeout", "shutdown", "replaced"]
 
     private enum Missed {
         case events([StreamKey: [(offset: StreamOffset, message: OutboundMessage)]])
@@ -28,7 +28,17 @@ extension SocketSession {
         takesOffsets = hub.broker.keepsHistory && (configuration.offsetsForEverySocket || request.wantsRecovery)
         guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, recovery: nil) }
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        hub.sessions.take(pid: pid, user: user.userID, on: eventLoop).whenComplete { result in
+        let loop = eventLoop
+        let hub = self.hub
+        let userID = user.userID
+        // Not kept: the old connection may still look alive here (its drop not noticed yet).
+        // It hands its session over if it has this pid, and the take is tried once more.
+        hub.sessions.take(pid: pid, user: userID, on: loop).flatMap { first -> EventLoopFuture<SessionTake> in
+            guard case .notFound = first else { return loop.makeSucceededFuture(first) }
+            return hub.handOver(pid: pid, user: userID, on: loop).flatMap { handed in
+                handed ? hub.sessions.take(pid: pid, user: userID, on: loop) : loop.makeSucceededFuture(first)
+            }
+        }.whenComplete { result in
             let me = handler.value
             guard me.session.phase == .authenticating, !me.closing else { return }
             switch result {
@@ -49,7 +59,11 @@ extension SocketSession {
         let plain = request.rooms.isEmpty && !takesOffsets
         if !plain { holding = [] }
         guard register(user, sid: sid) else { return }
-        if takesOffsets { pid = SessionID.makeSecret() }
+        if takesOffsets {
+            let pid = SessionID.makeSecret()
+            self.pid = pid
+            hub.track(pid: pid, connection: connectionID, on: shard)
+        }
         var joined: [String] = []
         var refused: [(room: String, code: String)] = []
         for room in request.rooms {
@@ -89,6 +103,7 @@ extension SocketSession {
             }
             let rooms = joinedRooms.map { ($0, WireOffset(positions[.room($0)] ?? .zero, stream: .room($0)).description) }
             let answer = ConnectAnswer(user: user, pid: me.pid, recovered: false, rooms: rooms, refused: refusedRooms)
+            me.connectedAtMs = me.hub.clock.monotonicMs()
             me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs(), wallMs: me.hub.clock.wallMs()))
             me.release(after: positions)
             me.logConnect(user, recovered: false)
@@ -132,6 +147,7 @@ extension SocketSession {
         holding = []
         guard register(user, sid: record.socketSID) else { return }
         pid = record.pid
+        hub.track(pid: record.pid, connection: connectionID, on: shard)
         recoveryLog = RecoveryLog()
         recoveryLog.follow(.user(user.userID), from: cuts[.user(user.userID)] ?? .zero)
         var restored: [String] = []
@@ -188,6 +204,7 @@ extension SocketSession {
             missed.sort { ($0.position.offset, $0.position.stream.name) < ($1.position.offset, $1.position.stream.name) }
             let roomOffsets = restoredRooms.map { ($0, WireOffset(last[.room($0)] ?? .zero, stream: .room($0)).description) }
             let answer = ConnectAnswer(user: user, socketSID: record.socketSID, pid: record.pid, recovered: true, rooms: roomOffsets)
+            me.connectedAtMs = me.hub.clock.monotonicMs()
             me.perform(me.session.connectFinished(.success(answer), now: me.hub.clock.monotonicMs(), wallMs: me.hub.clock.wallMs()))
             for (position, message) in missed {
                 var message = message

@@ -29,6 +29,8 @@ final class SocketSession: ConnectionSink {
     var takesOffsets = false
     /// The private session id (only for sockets that take offsets).
     var pid: String?
+    /// When the CONNECT with a pid was answered (monotonic ms): the age a takeover needs.
+    var connectedAtMs: Int64?
     var recoveryLog = RecoveryLog()
     /// While CONNECT is being set up (rooms joined, missed events read), hub deliveries wait here
     /// so that the CONNECT answer and the missed events go first.
@@ -288,6 +290,20 @@ final class SocketSession: ConnectionSink {
         transport?.close(code: code, reason: reason)
     }
 
+    /// The client came back on another connection with this session's pid while this one still
+    /// looked alive (a phone's dropped connection sends nothing; the server would notice only at
+    /// the ping timeout, or a moment later than the reconnect on a busy machine): close it (4009)
+    /// and keep its session for recovery now, so the reconnect recovers it.
+    func handOver(pid: String, user: String) -> Bool {
+        guard !closing, takesOffsets, let mine = self.pid, mine == pid, let registered = registeredUser, registered.userID == user,
+            let since = connectedAtMs, hub.clock.monotonicMs() - since >= configuration.recoveryTakeoverAfterMs
+        else { return false }
+        relay.logger.info("session handed over to a reconnect", metadata: ["sid": "\(sid)", "user": "\(user)"])
+        close(code: CloseCode.replaced, reason: "replaced by a reconnect")
+        end(reason: "replaced")
+        return true
+    }
+
     /// Leaves the hub (rooms, presence, typing, live shares) once the transport is gone.
     private func end(reason: String) {
         guard !ended else { return }
@@ -304,6 +320,7 @@ final class SocketSession: ConnectionSink {
         holding = nil
         if let user = registeredUser, let shard {
             keepForRecovery(user: user, reason: why)
+            if let pid { hub.untrack(pid: pid, connection: connectionID) }
             hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
             relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why)"])
         }
@@ -322,6 +339,7 @@ final class SocketSession: ConnectionSink {
         case CloseCode.tokenExpired: return "token_expired"
         case CloseCode.policyViolation: return "policy_violation"
         case CloseCode.slowConsumer: return "slow_consumer"
+        case CloseCode.replaced: return "replaced"
         case CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayloadData, CloseCode.messageTooBig: return "protocol_error"
         default: return "closed"
         }

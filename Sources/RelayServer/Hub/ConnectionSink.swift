@@ -16,8 +16,13 @@ public protocol ConnectionSink: AnyObject {
     /// This connection's token allows `room`: it may see the room's receipts even when it has
     /// not joined it (the author's other devices).
     func mayAccess(room: String) -> Bool
+    /// The client reconnected with this session's private `pid` while this connection still
+    /// looks alive (its drop not noticed yet): if the pid and user match, close this connection
+    /// and keep the session for recovery now. Whether it was handed over.
+    func handOver(pid: String, user: String) -> Bool
 }
 
 extension ConnectionSink {
+    public func handOver(pid: String, user: String) -> Bool { false }
     public func goAway() { close(code: 1001, reason: "server shutting down") }
 }

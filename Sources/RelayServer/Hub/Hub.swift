@@ -16,6 +16,8 @@ public final class Hub: Sendable {
         var typing: TypingDebouncer
         var locations: LiveLocationSessions
         var sids: [String: (ConnectionID, Int)] = [:]
+        /// The private session ids (`pid`) of live sockets that take offsets, and where they are.
+        var pids: [String: (ConnectionID, Int)] = [:]
         /// Connected clients that negotiated permessage-deflate.
         var deflateClients = 0
         /// Connected clients that take offsets (connection state recovery), and those of them

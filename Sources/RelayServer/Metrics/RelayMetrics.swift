@@ -45,7 +45,7 @@ public final class RelayMetrics: Sendable {
     let sessionsEnded: Counter
     static let recoveryResults = ["recovered", "unknown_session", "user_mismatch", "invalid_offset", "history_gone", "unavailable"]
 
-    public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "token_expired", "shutdown", "protocol_error", "policy_violation", "closed"]
+    public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "token_expired", "shutdown", "protocol_error", "policy_violation", "replaced", "closed"]
 
     public init(registry: PrometheusRegistry = PrometheusRegistry()) {
         self.registry = registry
