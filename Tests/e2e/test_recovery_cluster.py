@@ -42,7 +42,9 @@ def haproxy_cluster(tmp_path, page_server):  # noqa: F811 - the imported fixture
             d.mkdir()
             nodes.append(RelayProcess(d, ["--redis", redis.url, "--node-id", f"node-{name}",
                                           "--cluster-heartbeat-ms", str(HEARTBEAT_MS),
-                                          "--allowed-origins", page_server.origin, *RATE_FLAGS]).start())
+                                          "--allowed-origins", page_server.origin,
+                                          # A connection of any age is taken over (default 1 s).
+                                          "--recovery-takeover-after-ms", "0", *RATE_FLAGS]).start())
         lb_dir = tmp_path / "haproxy"
         lb_dir.mkdir()
         balancer = Balancer("haproxy", lb_dir, [n.port for n in nodes]).start()
@@ -120,6 +122,36 @@ async def test_recovery_on_the_other_node(haproxy_cluster):
         amy_peer = await member(c, a, room, "carol")
         await amy_peer.ok("chat:tick", {"room": room, "n": 22})
         await t.wait_for(lambda: 22 in tick_numbers(t.events), "tick 22 from node A")
+
+
+@async_test
+async def test_a_reconnect_to_the_other_node_takes_over_a_connection_that_still_looks_alive(haproxy_cluster):
+    """The phone's old connection on node A went silent (its TCP still open: node A has noticed
+    nothing) and the phone comes back on node B: node A hands the session over (4009) when node
+    B asks on the control channel, and node B recovers it."""
+    redis, a, b, _ = haproxy_cluster
+    await wait_linked(a, b)
+    user, room = unique("amy"), unique("conversation:silent")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, b, room)
+        s, hello = await opted_in(raw, a, user, [room], "on-a")
+        await send_ticks(bob, room, 1, 2)
+        await s.wait_for(lambda: tick_numbers(s.events) == [1, 2], "ticks 1, 2")
+        offset = last_offset(s)
+        s.reading.clear()  # gone silent
+        await send_ticks(bob, room, 3, 5)
+        before = await recoveries_of([a, b])
+        t, back = await reconnect(raw, b, mint_token(user), hello["pid"], offset, "on-b")
+        assert back.get("recovered") is True, f"not recovered from the live connection on node A: {back}"
+        assert back["sid"] == hello["sid"] and back["pid"] == hello["pid"], (back, hello)
+        await bob.ok("chat:tick", {"room": room, "n": 6})
+        await t.wait_for(lambda: 6 in tick_numbers(t.events), "tick 6, live")
+        assert tick_numbers(t.events) == [3, 4, 5, 6], t.events
+        assert grew(before, await recoveries_of([a, b])) == {"recovered": 1.0}
+        assert await home_and_other(a, b, user, hello["sid"]) == (b, a)
+        s.reading.set()
+        closed = await asyncio.wait_for(asyncio.shield(s.closed), 15)
+        assert getattr(getattr(closed, "rcvd", None), "code", None) == 4009, f"node A closed it as replaced: {closed!r}"
 
 
 @async_test

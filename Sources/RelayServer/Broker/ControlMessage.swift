@@ -6,6 +6,9 @@ import RelayCore
 public enum ControlMessage: Sendable, Equatable {
     /// Close every socket of `user`; with a cutoff, refuse its tokens issued before it (s).
     case endSessions(user: String, revokedBefore: Int64?)
+    /// A client reconnected elsewhere with this `pid`: the node holding a live connection of
+    /// `user` with it hands the session over (closes it, keeps the record for recovery).
+    case handOver(pid: String, user: String)
 
     var json: JSONValue {
         switch self {
@@ -13,14 +16,24 @@ public enum ControlMessage: Sendable, Equatable {
             var fields: [(String, JSONValue)] = [("t", "end"), ("u", .string(user))]
             if let cutoff { fields.append(("r", .int(cutoff))) }
             return .object(fields)
+        case .handOver(let pid, let user):
+            return .object([("t", "handover"), ("p", .string(pid)), ("u", .string(user))])
         }
     }
 
     /// Reads what another node sent; `nil` for anything malformed or unknown.
     init?(json: JSONValue) {
-        guard json["t"]?.stringValue == "end", let user = json["u"]?.stringValue, Identifier.isValid(user, maxBytes: 256) else { return nil }
-        let cutoff = json["r"]?.intValue
-        if json["r"] != nil && cutoff == nil { return nil }
-        self = .endSessions(user: user, revokedBefore: cutoff)
+        guard let user = json["u"]?.stringValue, Identifier.isValid(user, maxBytes: 256) else { return nil }
+        switch json["t"]?.stringValue {
+        case "end"?:
+            let cutoff = json["r"]?.intValue
+            if json["r"] != nil && cutoff == nil { return nil }
+            self = .endSessions(user: user, revokedBefore: cutoff)
+        case "handover"?:
+            guard let pid = json["p"]?.stringValue, Identifier.isValid(pid, maxBytes: 64) else { return nil }
+            self = .handOver(pid: pid, user: user)
+        default:
+            return nil
+        }
     }
 }

@@ -28,17 +28,9 @@ extension SocketSession {
         takesOffsets = hub.broker.keepsHistory && (configuration.offsetsForEverySocket || request.wantsRecovery)
         guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, recovery: nil) }
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        let loop = eventLoop
-        let hub = self.hub
-        let userID = user.userID
-        // Not kept: the old connection may still look alive here (its drop not noticed yet).
-        // It hands its session over if it has this pid, and the take is tried once more.
-        hub.sessions.take(pid: pid, user: userID, on: loop).flatMap { first -> EventLoopFuture<SessionTake> in
-            guard case .notFound = first else { return loop.makeSucceededFuture(first) }
-            return hub.handOver(pid: pid, user: userID, on: loop).flatMap { handed in
-                handed ? hub.sessions.take(pid: pid, user: userID, on: loop) : loop.makeSucceededFuture(first)
-            }
-        }.whenComplete { result in
+        // Not kept: the old connection may still look alive (its drop not noticed yet); its
+        // node hands the session over (`Hub.takeKeptSession`).
+        hub.takeKeptSession(pid: pid, user: user.userID, on: eventLoop).whenComplete { result in
             let me = handler.value
             guard me.session.phase == .authenticating, !me.closing else { return }
             switch result {

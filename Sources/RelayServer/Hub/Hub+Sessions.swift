@@ -34,6 +34,8 @@ extension Hub {
                 revocations.withLockedValue { $0.revoke(user, issuedBefore: cutoff, now: now) }
             }
             endLocalSessions(of: user)
+        case .handOver(let pid, let user):
+            _ = handOver(pid: pid, user: user, on: shards[0].eventLoop)
         }
     }
 
