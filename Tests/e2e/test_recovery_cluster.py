@@ -82,17 +82,23 @@ async def test_browser_through_haproxy_recovers_with_the_sender_on_the_other_nod
         assert await metric(node, "relay_history_bytes") == 0
 
 
+async def ticked_on_a(c: Clients, raw: RawSessions, a, b, user: str, room: str, last: int):
+    """Bob in `room` on node B; `user`'s opted-in socket on node A that received ticks 1..last
+    from him. Returns (bob, socket, its CONNECT answer, the last offset it received)."""
+    bob = await member(c, b, room)  # the sender is on node B
+    s, hello = await opted_in(raw, a, user, [room], "on-a")
+    await send_ticks(bob, room, 1, last)
+    await s.wait_for(lambda: tick_numbers(s.events) == list(range(1, last + 1)), f"ticks 1..{last} across nodes")
+    return bob, s, hello, last_offset(s)
+
+
 @async_test
 async def test_recovery_on_the_other_node(haproxy_cluster):
     redis, a, b, _ = haproxy_cluster
     await wait_linked(a, b)
     user, room = unique("amy"), unique("conversation:move")
     async with Clients() as c, RawSessions() as raw:
-        bob = await member(c, b, room)  # the sender is on node B
-        s, hello = await opted_in(raw, a, user, [room], "on-a")
-        await send_ticks(bob, room, 1, 3)
-        await s.wait_for(lambda: tick_numbers(s.events) == [1, 2, 3], "ticks 1..3 across nodes")
-        offset = last_offset(s)
+        bob, s, hello, offset = await ticked_on_a(c, raw, a, b, user, room, 3)
         before = await recoveries_of([a, b])
 
         await s.drop()
@@ -133,11 +139,7 @@ async def test_a_reconnect_to_the_other_node_takes_over_a_connection_that_still_
     await wait_linked(a, b)
     user, room = unique("amy"), unique("conversation:silent")
     async with Clients() as c, RawSessions() as raw:
-        bob = await member(c, b, room)
-        s, hello = await opted_in(raw, a, user, [room], "on-a")
-        await send_ticks(bob, room, 1, 2)
-        await s.wait_for(lambda: tick_numbers(s.events) == [1, 2], "ticks 1, 2")
-        offset = last_offset(s)
+        bob, s, hello, offset = await ticked_on_a(c, raw, a, b, user, room, 2)
         s.reading.clear()  # gone silent
         await send_ticks(bob, room, 3, 5)
         before = await recoveries_of([a, b])
@@ -162,11 +164,7 @@ async def test_recovery_after_a_node_shuts_down(haproxy_cluster):
     await wait_linked(a, b)
     user, room = unique("amy"), unique("conversation:deploy")
     async with Clients() as c, RawSessions() as raw:
-        bob = await member(c, b, room)
-        s, hello = await opted_in(raw, a, user, [room], "on-a")
-        await send_ticks(bob, room, 1, 3)
-        await s.wait_for(lambda: tick_numbers(s.events) == [1, 2, 3], "ticks 1..3")
-        offset = last_offset(s)
+        bob, s, hello, offset = await ticked_on_a(c, raw, a, b, user, room, 3)
         a.stop()
         closed = await asyncio.wait_for(asyncio.shield(s.closed), 15)
         assert getattr(getattr(closed, "rcvd", None), "code", None) == 1001, f"shutdown closes with 1001: {closed!r}"
