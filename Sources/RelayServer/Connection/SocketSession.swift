@@ -295,11 +295,13 @@ final class SocketSession: ConnectionSink {
     /// the ping timeout, or a moment later than the reconnect on a busy machine): close it (4009)
     /// and keep its session for recovery now, so the reconnect recovers it.
     func handOver(pid: String, user: String) -> Bool {
-        guard !closing, takesOffsets, let mine = self.pid, mine == pid, let registered = registeredUser, registered.userID == user,
+        guard !ended, takesOffsets, let mine = self.pid, mine == pid, let registered = registeredUser, registered.userID == user,
             let since = connectedAtMs, hub.clock.monotonicMs() - since >= configuration.recoveryTakeoverAfterMs
         else { return false }
         relay.logger.info("session handed over to a reconnect", metadata: ["sid": "\(sid)", "user": "\(user)"])
-        close(code: CloseCode.replaced, reason: "replaced by a reconnect")
+        // Already closing (its transport failed, the channel not closed yet): end it now, with
+        // the reason it is closing for, which decides whether the session is kept.
+        if !closing { close(code: CloseCode.replaced, reason: "replaced by a reconnect") }
         end(reason: "replaced")
         return true
     }

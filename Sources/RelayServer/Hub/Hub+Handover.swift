@@ -35,9 +35,12 @@ extension Hub {
     func takeKeptSession(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<SessionTake> {
         sessions.take(pid: pid, user: user, on: loop).flatMap { first in
             guard case .notFound = first else { return loop.makeSucceededFuture(first) }
-            return self.handOver(pid: pid, user: user, on: loop).flatMap { handed in
-                if handed { return self.sessions.take(pid: pid, user: user, on: loop) }
-                guard self.broker.crossesNodes, self.broker.isUp else { return loop.makeSucceededFuture(first) }
+            // Taken again whatever the answer: the old connection may have ended (and its
+            // session been kept) between the first take and the look-up by pid.
+            return self.handOver(pid: pid, user: user, on: loop).flatMap { _ in
+                self.sessions.take(pid: pid, user: user, on: loop)
+            }.flatMap { second in
+                guard case .notFound = second, self.broker.crossesNodes, self.broker.isUp else { return loop.makeSucceededFuture(second) }
                 self.broker.broadcast(.handOver(pid: pid, user: user))
                 return self.retryTake(pid: pid, user: user, on: loop, waits: Self.remoteHandOverWaitsMs[...])
             }
