@@ -15,23 +15,32 @@ public struct StreamPosition: Sendable, Hashable {
     public var wire: WireOffset { WireOffset(offset, stream: stream) }
 }
 
-/// A recoverable event's position, and its bytes for sockets that take offsets: the same packet
-/// with the offset as its last argument (`42["name",{…},"<offset>"]`). Made once per message and
-/// node, shared by every such socket. A class, so a message carries one pointer for it.
+/// A recoverable event's position, and what sockets that take offsets get instead of the
+/// event: the same packet with the offset as its last argument (`42["name",{…},"<offset>"]`),
+/// framed. Made once per message and node, shared by every such socket. A class, so a message
+/// carries one pointer for it.
 public final class RecoveryStamp: Sendable {
     public let position: StreamPosition
-    /// `nil` until made (only when sockets that take offsets are connected).
-    public let bytes: ByteBuffer?
-    /// Compressed once when deflate clients that take offsets are connected.
-    public let compressed: ByteBuffer?
-    /// The WebSocket frames of `bytes` and `compressed`, made with them.
-    public let frames: PreparedFrames?
+    /// The message with the offset, `nil` until made (only when sockets that take offsets are
+    /// connected): its bytes, compressed once when deflate clients that take offsets are
+    /// connected, and its frames. It has no stamp of its own.
+    public let offsetMessage: OutboundMessage?
 
-    init(position: StreamPosition, bytes: ByteBuffer? = nil, compressed: ByteBuffer? = nil) {
+    init(position: StreamPosition) {
         self.position = position
-        self.bytes = bytes
-        self.compressed = compressed
-        self.frames = bytes.map { PreparedFrames(payload: $0, compressed: compressed) }
+        self.offsetMessage = nil
+    }
+
+    /// The stamp of `message` with its offset variant: `bytes` (and `compressed`) in place of the
+    /// message's own.
+    init(position: StreamPosition, of message: OutboundMessage, bytes: ByteBuffer, compressed: ByteBuffer?) {
+        self.position = position
+        var variant = message
+        variant.stamp = nil
+        variant.bytes = bytes
+        variant.compressed = compressed
+        variant.prepareFrames()
+        self.offsetMessage = variant
     }
 
     /// Inserts `,"<offset>"` before the packet's closing `]`; `nil` if it has none.

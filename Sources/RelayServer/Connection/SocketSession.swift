@@ -234,12 +234,13 @@ final class SocketSession: ConnectionSink {
         }
         // In offset order per stream; one the socket already has (a replay raced it) is dropped.
         guard recoveryLog.record(stamp.position.stream, stamp.position.offset) else { return }
+        if let offsetMessage = stamp.offsetMessage {
+            transport?.send(offsetMessage)
+            return
+        }
+        // Not made for this fan-out (no socket took offsets when it started): this socket's own.
         var message = message
-        if let bytes = stamp.bytes {
-            message.bytes = bytes
-            message.compressed = stamp.compressed
-            message.frames = stamp.frames
-        } else if let bytes = RecoveryStamp.bytes(of: message.bytes, offset: stamp.position.wire) {
+        if let bytes = RecoveryStamp.bytes(of: message.bytes, offset: stamp.position.wire) {
             message.bytes = bytes
             message.compressed = nil
         }

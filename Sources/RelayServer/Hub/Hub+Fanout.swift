@@ -83,12 +83,12 @@ extension Hub {
     /// Adds the bytes with the offset to a stamped message, once, when sockets that take
     /// offsets are connected (compressed once too when some of them negotiated deflate).
     func withOffsetVariant(_ message: OutboundMessage, offsetClients: Int, deflate: Int) -> OutboundMessage {
-        guard offsetClients > 0, let stamp = message.stamp, stamp.bytes == nil,
+        guard offsetClients > 0, let stamp = message.stamp, stamp.offsetMessage == nil,
             let bytes = RecoveryStamp.bytes(of: message.bytes, offset: stamp.position.wire)
         else { return message }
         var message = message
         let compressed = deflate > 0 && message.attachments.isEmpty && bytes.readableBytes >= configuration.deflateThresholdBytes ? deflaters.compress(bytes) : nil
-        message.stamp = RecoveryStamp(position: stamp.position, bytes: bytes, compressed: compressed)
+        message.stamp = RecoveryStamp(position: stamp.position, of: message, bytes: bytes, compressed: compressed)
         return message
     }
 

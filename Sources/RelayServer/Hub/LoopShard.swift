@@ -37,6 +37,7 @@ public final class LoopShard: @unchecked Sendable {
     /// drained its queue leaves in one `writev`, instead of one syscall per event. Under load
     /// that is most of the cost of a delivery; when idle it costs one task hop (microseconds).
     private func flushLater(_ sink: any ConnectionSink) {
+        if flushesAtOnce { return sink.flushOutbound() }
         unflushed.append(sink)
         guard !flushScheduled else { return }
         flushScheduled = true
@@ -60,14 +61,28 @@ public final class LoopShard: @unchecked Sendable {
         if schedule { eventLoop.execute { [self] in drainInbox() } }
     }
 
+    /// Set while a batch of one delivery runs: each socket is flushed right after its write.
+    private var flushesAtOnce = false
+
     /// Runs the posted deliveries in order. Deliveries posted while it runs (a delivery that
     /// closes a slow socket may publish a presence change) go to the next batch.
+    ///
+    /// A batch of one delivery (moderate load: one event per iteration) flushes each socket
+    /// right after writing it, while its channel is still in cache, instead of walking every
+    /// recipient a second time in a flush task. A larger batch (a burst) writes everything
+    /// first so that each socket's events leave in one `writev`, then flushes.
     private func drainInbox() {
         eventLoop.preconditionInEventLoop()
         var batch = self.batch
         self.batch = []
         inbox.withLockedValue { $0.take(into: &batch) }
-        for delivery in batch { perform(delivery) }
+        if batch.count == 1 && unflushed.isEmpty {
+            flushesAtOnce = true
+            perform(batch[0])
+            flushesAtOnce = false
+        } else {
+            for delivery in batch { perform(delivery) }
+        }
         batch.removeAll(keepingCapacity: true)
         self.batch = batch
     }

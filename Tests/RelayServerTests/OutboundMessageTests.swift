@@ -1,0 +1,71 @@
+import NIOCore
+import RelayCore
+import XCTest
+
+@testable import RelayServer
+
+/// `OutboundMessage` is a value with one copy-on-write box inside: copies share it until one of
+/// them is changed, and a change never shows through another copy.
+final class OutboundMessageTests: XCTestCase {
+    private func message(_ text: String) -> OutboundMessage {
+        var m = OutboundMessage(bytes: ByteBuffer(string: text), durable: true)
+        m.label = "message:reaction"
+        m.origin = "sid-1"
+        return m
+    }
+
+    func testACopyKeepsItsValuesWhenTheOtherChanges() {
+        let original = message("42[\"a\",1]")
+        var copy = original
+        copy.bytes = ByteBuffer(string: "42[\"b\",2]")
+        copy.origin = nil
+        copy.durable = false
+        copy.createdAt = 7
+        copy.attachments = [ByteBuffer(string: "x")]
+        XCTAssertEqual(String(buffer: original.bytes), "42[\"a\",1]")
+        XCTAssertEqual(original.origin, "sid-1")
+        XCTAssertTrue(original.durable)
+        XCTAssertEqual(original.createdAt, 0)
+        XCTAssertTrue(original.attachments.isEmpty)
+        XCTAssertEqual(original.label, "message:reaction")
+        XCTAssertEqual(String(buffer: copy.bytes), "42[\"b\",2]")
+        XCTAssertNil(copy.origin)
+        XCTAssertEqual(copy.label, "message:reaction")
+        XCTAssertEqual(copy.byteCount, copy.bytes.readableBytes + 1)
+    }
+
+    func testNewBytesDropTheFramesMadeFromTheOldOnes() {
+        var m = message("42[\"a\",1]").withFrames()
+        XCTAssertNotNil(m.frames)
+        let framed = m
+        m.bytes = ByteBuffer(string: "42[\"b\",2]")
+        XCTAssertNil(m.frames)
+        XCTAssertNotNil(framed.frames, "the copy made before keeps its frames")
+        m.prepareFrames()
+        m.compressed = ByteBuffer(string: "z")
+        XCTAssertNil(m.frames)
+    }
+
+    func testWithFramesLeavesTheOriginalUnframed() {
+        let m = message("42[\"a\",1]")
+        let framed = m.withFrames()
+        XCTAssertNil(m.frames)
+        XCTAssertEqual(framed.frames?.plain.readableBytes, m.bytes.readableBytes + 2)
+    }
+
+    /// The offset variant is made once per fan-out: the bytes with the offset, framed, without a
+    /// stamp; the message it was made from keeps its own bytes.
+    func testTheOffsetVariantIsTheSameEventWithItsOffset() throws {
+        let position = StreamPosition(stream: .room("r"), offset: StreamOffset(ms: 5, seq: 1))
+        let base = message("42[\"a\",1]")
+        let bytes = try XCTUnwrap(RecoveryStamp.bytes(of: base.bytes, offset: position.wire))
+        let stamp = RecoveryStamp(position: position, of: base, bytes: bytes, compressed: nil)
+        let variant = try XCTUnwrap(stamp.offsetMessage)
+        XCTAssertEqual(String(buffer: variant.bytes), "42[\"a\",1,\"\(position.wire)\"]")
+        XCTAssertNil(variant.stamp)
+        XCTAssertTrue(variant.durable)
+        XCTAssertEqual(variant.label, "message:reaction")
+        XCTAssertEqual(variant.frames?.plain.readableBytes, variant.bytes.readableBytes + 2)
+        XCTAssertEqual(String(buffer: base.bytes), "42[\"a\",1]")
+    }
+}
