@@ -29,13 +29,11 @@ final class RoomRegistryTests: XCTestCase {
 
     func testDefaults() {
         let reg = RoomRegistry()
-        XCTAssertEqual(reg.maxRoomsPerConnection, 100)
         XCTAssertEqual(reg.maxMembersPerRoom, 10_000)
         XCTAssertEqual(reg.roomCount, 0)
         XCTAssertEqual(reg.presence(room: "r"), [])
         XCTAssertEqual(reg.memberCount(room: "r"), 0)
         XCTAssertEqual(reg.partitions(room: "r"), [])
-        XCTAssertEqual(reg.rooms(of: c(1)), [])
     }
 
     func testJoinAndLeave() {
@@ -48,13 +46,11 @@ final class RoomRegistryTests: XCTestCase {
         XCTAssertTrue(reg.isUserPresent(room: "r", user: "alice"))
         XCTAssertEqual(reg.memberCount(room: "r"), 1)
         XCTAssertEqual(reg.roomCount, 1)
-        XCTAssertEqual(reg.rooms(of: c(1)), ["r"])
 
         XCTAssertEqual(reg.leave(room: "r", connection: c(1)), RoomRegistry.LeaveResult(room: "r", user: "alice", userLeftPresence: true))
         XCTAssertFalse(reg.isMember(room: "r", connection: c(1)))
         XCTAssertFalse(reg.isUserPresent(room: "r", user: "alice"))
         XCTAssertEqual(reg.roomCount, 0, "an empty room is removed")
-        XCTAssertEqual(reg.rooms(of: c(1)), [])
     }
 
     func testJoinTwiceIsIdempotent() {
@@ -122,61 +118,18 @@ final class RoomRegistryTests: XCTestCase {
 
     // MARK: - Limits
 
-    func testTooManyRooms() {
-        var reg = RoomRegistry(maxRoomsPerConnection: 3, maxMembersPerRoom: 100)
-        for room in ["a", "b", "c"] { join(&reg, room, 1, "alice") }
-        assertJoinError(&reg, "d", 1, "alice", .tooManyRooms(limit: 3))
-        XCTAssertFalse(reg.isMember(room: "d", connection: c(1)))
-        XCTAssertEqual(reg.roomCount, 3)
-        // Rejoining a room it is already in is not a new room.
-        XCTAssertEqual(join(&reg, "a", 1, "alice")?.alreadyMember, true)
-        // Other connections have their own budget.
-        join(&reg, "d", 2, "alice")
-        // Leaving frees a slot.
-        _ = reg.leave(room: "a", connection: c(1))
-        XCTAssertEqual(join(&reg, "d", 1, "alice")?.alreadyMember, false)
-    }
-
     func testRoomFull() {
-        var reg = RoomRegistry(maxRoomsPerConnection: 10, maxMembersPerRoom: 2)
+        var reg = RoomRegistry(maxMembersPerRoom: 2)
         join(&reg, "r", 1, "alice")
         join(&reg, "r", 2, "alice")
         assertJoinError(&reg, "r", 3, "bob", .roomFull(limit: 2))
         XCTAssertFalse(reg.isUserPresent(room: "r", user: "bob"))
-        XCTAssertEqual(reg.rooms(of: c(3)), [])
+        XCTAssertFalse(reg.isMember(room: "r", connection: c(3)))
         XCTAssertEqual(reg.memberCount(room: "r"), 2)
         // A member rejoining is not refused.
         XCTAssertEqual(join(&reg, "r", 1, "alice")?.alreadyMember, true)
         _ = reg.leave(room: "r", connection: c(2))
         XCTAssertEqual(join(&reg, "r", 3, "bob")?.userBecamePresent, true)
-    }
-
-    func testTooManyRoomsIsCheckedBeforeRoomFull() {
-        var reg = RoomRegistry(maxRoomsPerConnection: 1, maxMembersPerRoom: 1)
-        join(&reg, "a", 1, "alice")
-        join(&reg, "b", 2, "bob")
-        assertJoinError(&reg, "b", 1, "alice", .tooManyRooms(limit: 1))
-    }
-
-    // MARK: - leaveAll
-
-    func testLeaveAllReportsEveryRoomInNameOrder() {
-        var reg = RoomRegistry()
-        for room in ["zeta", "alpha", "mid"] { join(&reg, room, 1, "alice") }
-        join(&reg, "mid", 2, "alice")
-        join(&reg, "alpha", 3, "bob")
-        let results = reg.leaveAll(connection: c(1))
-        XCTAssertEqual(results, [
-            RoomRegistry.LeaveResult(room: "alpha", user: "alice", userLeftPresence: true),
-            RoomRegistry.LeaveResult(room: "mid", user: "alice", userLeftPresence: false),
-            RoomRegistry.LeaveResult(room: "zeta", user: "alice", userLeftPresence: true),
-        ])
-        XCTAssertEqual(reg.rooms(of: c(1)), [])
-        XCTAssertEqual(reg.roomCount, 2, "zeta emptied and removed")
-        XCTAssertEqual(reg.presence(room: "alpha"), [PresenceEntry(user: "bob", devices: 1)])
-        XCTAssertEqual(reg.presence(room: "mid"), [PresenceEntry(user: "alice", devices: 1)])
-        XCTAssertEqual(reg.leaveAll(connection: c(1)), [])
-        XCTAssertEqual(reg.leaveAll(connection: c(99)), [])
     }
 
     // MARK: - Partitions
@@ -239,7 +192,10 @@ final class RoomRegistryTests: XCTestCase {
 
     func testRandomisedInvariants() {
         var rng = SplitMix64(seed: 7)
-        var reg = RoomRegistry(maxRoomsPerConnection: 4, maxMembersPerRoom: 6)
+        // Composed as the hub composes them: the connection's rooms first (the limit), then the
+        // room (full or not), the reservation given back when the room refuses.
+        var reg = RoomRegistry(maxMembersPerRoom: 6)
+        var byConnection = ConnectionRooms(maxRoomsPerConnection: 4)
         // Model: connection -> (user, partition, rooms)
         var owner: [UInt64: (user: String, partition: Int)] = [:]
         var membership: [String: Set<UInt64>] = [:]
@@ -252,6 +208,14 @@ final class RoomRegistryTests: XCTestCase {
             case 0..<6:
                 let inRoom = membership[room]?.contains(conn) ?? false
                 let roomsOfConn = membership.filter { $0.value.contains(conn) }.count
+                let reserved: Bool
+                do { reserved = try byConnection.reserve(room, for: c(conn)) } catch {
+                    XCTAssertFalse(inRoom)
+                    XCTAssertEqual(roomsOfConn, 4)
+                    XCTAssertEqual(error.limit, 4)
+                    break
+                }
+                XCTAssertEqual(reserved, !inRoom)
                 do {
                     let r = try reg.join(room: room, connection: c(conn), user: info.user, partition: info.partition)
                     XCTAssertEqual(r.alreadyMember, inRoom)
@@ -262,13 +226,13 @@ final class RoomRegistryTests: XCTestCase {
                     }
                 } catch {
                     XCTAssertFalse(inRoom)
-                    switch error {
-                    case .tooManyRooms: XCTAssertEqual(roomsOfConn, 4)
-                    case .roomFull: XCTAssertEqual(membership[room]?.count, 6)
-                    }
+                    XCTAssertEqual(error, .roomFull(limit: 6))
+                    XCTAssertEqual(membership[room]?.count, 6)
+                    byConnection.release(room, for: c(conn))
                 }
             case 6..<9:
                 let result = reg.leave(room: room, connection: c(conn))
+                if result != nil { byConnection.release(room, for: c(conn)) }
                 if membership[room]?.remove(conn) != nil {
                     let stillThere = (membership[room] ?? []).contains { owner[$0]!.user == info.user }
                     XCTAssertEqual(result, RoomRegistry.LeaveResult(room: room, user: info.user, userLeftPresence: !stillThere))
@@ -276,7 +240,7 @@ final class RoomRegistryTests: XCTestCase {
                     XCTAssertNil(result)
                 }
             default:
-                let results = reg.leaveAll(connection: c(conn))
+                let results = byConnection.removeAll(for: c(conn)).compactMap { reg.leave(room: $0, connection: c(conn)) }
                 let rooms = membership.filter { $0.value.contains(conn) }.map(\.key).sorted()
                 XCTAssertEqual(results.map(\.room), rooms)
                 for r in rooms { membership[r]!.remove(conn) }
@@ -291,7 +255,7 @@ final class RoomRegistryTests: XCTestCase {
                 XCTAssertEqual(reg.presence(room: r), devices.map { PresenceEntry(user: $0.key, devices: $0.value) }.sorted { $0.user < $1.user })
                 XCTAssertEqual(reg.partitions(room: r), Set(conns.map { owner[$0]!.partition }).sorted())
             }
-            XCTAssertEqual(reg.rooms(of: c(conn)), Set(membership.filter { $0.value.contains(conn) }.map(\.key)))
+            XCTAssertEqual(byConnection.rooms(of: c(conn)), Set(membership.filter { $0.value.contains(conn) }.map(\.key)))
         }
     }
 }

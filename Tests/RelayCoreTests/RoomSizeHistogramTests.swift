@@ -29,7 +29,7 @@ final class RoomSizeHistogramTests: XCTestCase {
         XCTAssertEqual(reg.sizes.rooms, 2)
         XCTAssertEqual(reg.sizes.sum, 4)
         XCTAssertEqual(reg.busiestRooms(limit: 5).map(\.room), ["a", "c"])
-        _ = reg.leaveAll(connection: ConnectionID(16))
+        _ = reg.leave(room: "c", connection: ConnectionID(16))
         XCTAssertEqual(reg.busiestRooms(limit: 5).map(\.room), ["a"])
         XCTAssertEqual(reg.sizes, {
             var h = RoomSizeHistogram()
@@ -38,8 +38,20 @@ final class RoomSizeHistogramTests: XCTestCase {
         }())
     }
 
+    func testHistogramsOfShardsAddUp() {
+        var a = RoomSizeHistogram(), b = RoomSizeHistogram(), whole = RoomSizeHistogram()
+        for (size, into) in [(1, 0), (7, 1), (300, 0), (20_000, 1)] {
+            if into == 0 { a.resize(from: 0, to: size) } else { b.resize(from: 0, to: size) }
+            whole.resize(from: 0, to: size)
+        }
+        a.add(b)
+        XCTAssertEqual(a, whole)
+        XCTAssertEqual(a.rooms, 4)
+        XCTAssertEqual(a.sum, 20_308)
+    }
+
     func testBusiestRoomsWithManyTiesIsBounded() throws {
-        var reg = RoomRegistry(maxRoomsPerConnection: 100_000)
+        var reg = RoomRegistry()
         for i in 0..<30_000 { _ = try reg.join(room: "r\(i)", connection: ConnectionID(1), user: "u", partition: 0) }
         _ = try reg.join(room: "r7", connection: ConnectionID(2), user: "v", partition: 0)
         let top = reg.busiestRooms(limit: 10)

@@ -4,9 +4,11 @@
 /// room, and a user leaves presence only when their last connection in the room leaves. Each
 /// member also records its *partition* (the event loop it lives on) so that fan-out can visit
 /// only the partitions that have members, once each.
+///
+/// The rooms a connection is in (and the limit on them) are `ConnectionRooms`' business: the hub
+/// keeps one registry per shard of room names, and a shard sees only its own rooms.
 public struct RoomRegistry: Sendable {
     public enum JoinError: Error, Equatable, Sendable {
-        case tooManyRooms(limit: Int)
         case roomFull(limit: Int)
     }
 
@@ -35,10 +37,8 @@ public struct RoomRegistry: Sendable {
         var partitionCounts: [Int: Int] = [:]
     }
 
-    public var maxRoomsPerConnection: Int
     public var maxMembersPerRoom: Int
     private var rooms: [String: Room] = [:]
-    private var roomsByConnection: [ConnectionID: Set<String>] = [:]
     /// Members per room, maintained on every join and leave.
     public private(set) var sizes = RoomSizeHistogram()
     /// Rooms by member count, and the counts present in descending order: the busiest rooms
@@ -46,8 +46,7 @@ public struct RoomRegistry: Sendable {
     private var roomsBySize: [Int: Set<String>] = [:]
     private var distinctSizes: [Int] = []
 
-    public init(maxRoomsPerConnection: Int = 100, maxMembersPerRoom: Int = 10_000) {
-        self.maxRoomsPerConnection = maxRoomsPerConnection
+    public init(maxMembersPerRoom: Int = 10_000) {
         self.maxMembersPerRoom = maxMembersPerRoom
     }
 
@@ -57,8 +56,6 @@ public struct RoomRegistry: Sendable {
         if rooms[room]?.members[connection] != nil {
             return JoinResult(alreadyMember: true, userBecamePresent: false)
         }
-        let current = roomsByConnection[connection]?.count ?? 0
-        guard current < maxRoomsPerConnection else { throw .tooManyRooms(limit: maxRoomsPerConnection) }
         guard (rooms[room]?.members.count ?? 0) < maxMembersPerRoom else { throw .roomFull(limit: maxMembersPerRoom) }
         var r = rooms[room] ?? Room()
         r.members[connection] = Member(user: user, partition: partition)
@@ -67,7 +64,6 @@ public struct RoomRegistry: Sendable {
         r.partitionCounts[partition, default: 0] += 1
         rooms[room] = r
         resized(room, from: r.members.count - 1, to: r.members.count)
-        roomsByConnection[connection, default: []].insert(room)
         return JoinResult(alreadyMember: false, userBecamePresent: devices == 1)
     }
 
@@ -80,25 +76,11 @@ public struct RoomRegistry: Sendable {
         if left <= 0 { r.partitionCounts.removeValue(forKey: member.partition) } else { r.partitionCounts[member.partition] = left }
         rooms[room] = r.members.isEmpty ? nil : r
         resized(room, from: r.members.count + 1, to: r.members.count)
-        if var set = roomsByConnection[connection] {
-            set.remove(room)
-            roomsByConnection[connection] = set.isEmpty ? nil : set
-        }
         return LeaveResult(room: room, user: member.user, userLeftPresence: devices <= 0)
-    }
-
-    /// Removes a connection from every room it is in (disconnect), in room-name order.
-    public mutating func leaveAll(connection: ConnectionID) -> [LeaveResult] {
-        guard let set = roomsByConnection[connection] else { return [] }
-        return set.sorted().compactMap { leave(room: $0, connection: connection) }
     }
 
     public func isMember(room: String, connection: ConnectionID) -> Bool {
         rooms[room]?.members[connection] != nil
-    }
-
-    public func rooms(of connection: ConnectionID) -> Set<String> {
-        roomsByConnection[connection] ?? []
     }
 
     /// Users online in the room with their device counts, sorted by user id.

@@ -27,6 +27,13 @@ public struct RoomSizeHistogram: Sendable, Equatable {
         }
     }
 
+    /// Adds another histogram's rooms (the hub keeps one per shard of rooms).
+    public mutating func add(_ other: RoomSizeHistogram) {
+        for i in counts.indices { counts[i] += other.counts[i] }
+        sum += other.sum
+        rooms += other.rooms
+    }
+
     /// Cumulative counts per bound, `+Inf` last (Prometheus `le` buckets).
     public var cumulative: [Int] {
         var total = 0

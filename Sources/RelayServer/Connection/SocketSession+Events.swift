@@ -180,7 +180,7 @@ extension SocketSession {
     private func broadcast(_ b: ClientEvent.Broadcast, user: AuthenticatedUser) {
         let stamped = EventValidator.stamp(b.payload, from: user.userID, ts: hub.clock.wallMs())
         let key = b.coalescingKey.map { OutboundQueue<OutboundMessage>.CoalesceKey(event: $0.event, room: $0.room, user: $0.user) }
-        hub.publish(room: b.room, name: b.name, payload: stamped, excludeConnection: connectionID, coalesceKey: key, attachments: b.attachments)
+        hub.publish(room: b.room, name: b.name, payload: stamped, excludeConnection: connectionID, origin: sid, coalesceKey: key, attachments: b.attachments)
         hub.webhooks?.clientEvent(name: b.name, room: b.room, from: user.userID, payload: stamped, ts: stamped["ts"]?.intValue ?? hub.clock.wallMs())
     }
 }

@@ -9,22 +9,21 @@ extension Hub {
 
     /// Where a public `sid` lives, for admin lookups and kicks.
     public func locate(sid: String) -> (ConnectionID, LoopShard)? {
-        state.withLockedValue { $0.sids[sid] }.map { ($0.0, shards[$0.1]) }
+        sidShards.shard(for: sid).withLockedValue { $0[sid] }.map { ($0.0, shards[$0.1]) }
     }
 
     /// A user's connections with their rooms, for the admin API.
     public func connections(of user: String) -> [(ConnectionInfo, [String])] {
-        state.withLockedValue { s in
-            s.directory.connections(of: user).compactMap { id in
-                s.info[id].map { ($0, s.rooms.rooms(of: id).sorted()) }
-            }
+        let ids = state.withLockedValue { $0.directory.connections(of: user) }
+        return ids.compactMap { id in
+            connectionShards.shard(for: id).withLockedValue { c in c.info[id].map { ($0, c.rooms.rooms(of: id).sorted()) } }
         }
     }
 
     /// Rooms busiest first (then by name), optionally by prefix, from `offset`.
     public func roomsPage(prefix: String?, offset: Int, limit: Int) -> (rooms: [(room: String, members: Int, users: Int)], total: Int) {
         // Copy the counts under the lock, sort outside it: fan-out never waits for an admin query.
-        var all = state.withLockedValue { $0.rooms.memberCounts() }
+        var all = roomShards.map { $0.rooms.memberCounts() }.flatMap { $0 }
         if let prefix, !prefix.isEmpty { all = all.filter { $0.room.hasPrefix(prefix) } }
         all.sort { $0.members != $1.members ? $0.members > $1.members : $0.room < $1.room }
         return (Array(all.dropFirst(offset).prefix(limit)), all.count)
@@ -33,12 +32,16 @@ extension Hub {
     /// The members-per-room histogram, maintained on join and leave: O(1) to read, whatever
     /// the number of rooms.
     public func roomSizes() -> RoomSizeHistogram {
-        state.withLockedValue { $0.rooms.sizes }
+        var sizes = RoomSizeHistogram()
+        for part in roomShards.map({ $0.rooms.sizes }) { sizes.add(part) }
+        return sizes
     }
 
-    /// The busiest rooms, read from the size index (cost independent of the room count).
+    /// The busiest rooms, read from each shard's size index (cost independent of the room
+    /// count), busiest first, then by name.
     public func busiestRooms(limit: Int) -> [(room: String, members: Int, users: Int)] {
-        state.withLockedValue { $0.rooms.busiestRooms(limit: limit) }
+        let all = roomShards.map { $0.rooms.busiestRooms(limit: limit) }.flatMap { $0 }
+        return Array(all.sorted { $0.members != $1.members ? $0.members > $1.members : $0.room < $1.room }.prefix(limit))
     }
 
     public var userCount: Int { state.withLockedValue { $0.directory.userCount } }

@@ -7,17 +7,17 @@ extension Hub {
     /// This node's view of `users` (their rooms too when `withRooms`).
     func localUsers(_ users: [String], withRooms: Bool) -> [UserPresence] {
         let now = clock.wallMs()
-        return state.withLockedValue { s in
-            users.map { user in
-                let connections = s.directory.connections(of: user)
-                var rooms: [String] = []
-                if withRooms {
-                    var all = Set<String>()
-                    for c in connections { all.formUnion(s.rooms.rooms(of: c)) }
-                    rooms = all.sorted()
-                }
-                return UserPresence(user: user, devices: connections.count, rooms: rooms, lastSeen: s.lastSeen.lastSeen(user, now: now))
+        let found = state.withLockedValue { s in
+            users.map { user in (user, s.directory.connections(of: user), s.lastSeen.lastSeen(user, now: now)) }
+        }
+        return found.map { user, connections, lastSeen in
+            var rooms: [String] = []
+            if withRooms {
+                var all = Set<String>()
+                for c in connections { all.formUnion(self.rooms(of: c)) }
+                rooms = all.sorted()
             }
+            return UserPresence(user: user, devices: connections.count, rooms: rooms, lastSeen: lastSeen)
         }
     }
 

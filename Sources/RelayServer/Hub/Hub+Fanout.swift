@@ -2,6 +2,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import RelayCore
+import Synchronization
 
 /// Fan-out: encode once, publish once through the broker (which gives recoverable events their
 /// offset), then one hop per loop; other nodes get the same bytes from the broker.
@@ -19,21 +20,39 @@ extension Hub {
         var origin: String? = nil
     }
 
-    /// Encodes an event once and delivers it to the room. Returns the number of recipients on
-    /// this node (room members minus the excluded).
-    @discardableResult
-    public func publish(
-        room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, excludeUser: String? = nil,
-        coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, attachments: [[UInt8]] = [],
-        coalesce: CoalesceRule? = nil
-    ) -> Int {
-        let audience = state.withLockedValue { s in
+    /// What a publish to `room` needs: one lock, the room's shard. The counters are atomics; the
+    /// excluded sender's sid is the caller's `origin` (a socket knows its own) or, when it did
+    /// not give it, read from the connection's shard.
+    func roomAudience(_ room: String, excludeConnection: ConnectionID?, origin: String?) -> Audience {
+        var audience = roomShards.shard(for: room).withLockedValue { s in
             let count = s.rooms.memberCount(room: room)
             let excluded = excludeConnection.map { s.rooms.isMember(room: room, connection: $0) } ?? false
             return Audience(
-                partitions: s.rooms.partitions(room: room), recipients: excluded ? count - 1 : count, deflateClients: s.deflateClients,
-                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
+                partitions: s.rooms.partitions(room: room), recipients: excluded ? count - 1 : count, deflateClients: 0,
+                offsetClients: 0, offsetDeflateClients: 0)
         }
+        audience.deflateClients = deflateClients.load(ordering: .relaxed)
+        audience.offsetClients = offsetClients.load(ordering: .relaxed)
+        audience.offsetDeflateClients = offsetDeflateClients.load(ordering: .relaxed)
+        audience.origin = origin ?? excludeConnection.flatMap(sid(of:))
+        return audience
+    }
+
+    /// The public socket id of a connection on this node.
+    func sid(of connection: ConnectionID) -> String? {
+        connectionShards.shard(for: connection).withLockedValue { $0.info[connection]?.sid }
+    }
+
+    /// Encodes an event once and delivers it to the room. Returns the number of recipients on
+    /// this node (room members minus the excluded). `origin` is the excluded sender's sid, when
+    /// the caller knows it.
+    @discardableResult
+    public func publish(
+        room: String, name: String, payload: JSONValue, excludeConnection: ConnectionID? = nil, origin: String? = nil, excludeUser: String? = nil,
+        coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, attachments: [[UInt8]] = [],
+        coalesce: CoalesceRule? = nil
+    ) -> Int {
+        let audience = roomAudience(room, excludeConnection: excludeConnection, origin: origin)
         // Coalesced emits are superseded by the next one: never kept for recovery.
         let recoverable = broker.keepsHistory && EventPolicyTable.isRecoverable(name) && coalesce == nil
         // Nobody else in the room, nothing to keep and no other node to tell: do not even encode.
@@ -132,11 +151,10 @@ extension Hub {
     }
 
     func userAudience(_ user: String) -> Audience {
-        state.withLockedValue { s in
-            Audience(
-                partitions: s.directory.partitions(of: user), recipients: s.directory.connections(of: user).count, deflateClients: s.deflateClients,
-                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients)
-        }
+        let (partitions, recipients) = state.withLockedValue { s in (s.directory.partitions(of: user), s.directory.connections(of: user).count) }
+        return Audience(
+            partitions: partitions, recipients: recipients, deflateClients: deflateClients.load(ordering: .relaxed),
+            offsetClients: offsetClients.load(ordering: .relaxed), offsetDeflateClients: offsetDeflateClients.load(ordering: .relaxed))
     }
 
     /// One hop per partition to the user's sockets (those not in `skipMembersOf` and allowed it,
@@ -161,17 +179,8 @@ extension Hub {
     /// id is the sender's claim: a device that may not see the room never gets it.
     public func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
         webhooks?.clientEvent(name: receipt.kind.eventName, room: receipt.room, from: receipt.userID, payload: receipt.json, ts: receipt.ts)
-        let (room, author) = state.withLockedValue { s in
-            let count = s.rooms.memberCount(room: receipt.room)
-            let excluded = excludeConnection.map { s.rooms.isMember(room: receipt.room, connection: $0) } ?? false
-            let room = Audience(
-                partitions: s.rooms.partitions(room: receipt.room), recipients: excluded ? count - 1 : count, deflateClients: s.deflateClients,
-                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
-            var author = room
-            author.partitions = s.directory.partitions(of: receipt.authorID)
-            author.recipients = s.directory.connections(of: receipt.authorID).count
-            return (room, author)
-        }
+        let room = roomAudience(receipt.room, excludeConnection: excludeConnection, origin: nil)
+        let author = userAudience(receipt.authorID)
         let recoverable = broker.keepsHistory
         // Nobody else in the room and the author offline (and no history, no other node).
         if author.recipients == 0 && room.recipients == 0 && !recoverable && !broker.crossesNodes { return }
@@ -200,12 +209,12 @@ extension Hub {
         var message = message
         message.createdAt = NIODeadline.now().uptimeNanoseconds
         // The sender's own socket (this node's own recoverable event, back from the channel).
-        let exclude = message.origin.flatMap { sid in state.withLockedValue { $0.sids[sid]?.0 } }
+        let exclude = message.origin.flatMap { sid in sidShards.shard(for: sid).withLockedValue { $0[sid]?.0 } }
         switch stream {
         case .room(let room):
-            let audience = state.withLockedValue { s in (s.rooms.partitions(room: room), s.offsetClients, s.offsetDeflateClients) }
-            message = withOffsetVariant(message, offsetClients: audience.1, deflate: audience.2)
-            deliver(room: room, message: message, partitions: audience.0, excludeConnection: exclude, excludeUser: routing.excludeUser)
+            let partitions = roomShards.shard(for: room).withLockedValue { $0.rooms.partitions(room: room) }
+            message = withOffsetVariant(message, offsetClients: offsetClients.load(ordering: .relaxed), deflate: offsetDeflateClients.load(ordering: .relaxed))
+            deliver(room: room, message: message, partitions: partitions, excludeConnection: exclude, excludeUser: routing.excludeUser)
         case .user(let user):
             let audience = userAudience(user)
             message = withOffsetVariant(message, offsetClients: audience.offsetClients, deflate: audience.offsetDeflateClients)
@@ -220,13 +229,9 @@ extension Hub {
     /// author's messages.
     public func publishReceipts(_ receipts: [Receipt], room: String, kind: ReceiptKind, from user: String, excludeConnection: ConnectionID?) {
         let byAuthor = Dictionary(grouping: receipts, by: \.authorID)
-        let (roomAudience, authors) = state.withLockedValue { s in
-            let audience = Audience(
-                partitions: s.rooms.partitions(room: room), recipients: s.rooms.memberCount(room: room), deflateClients: s.deflateClients,
-                offsetClients: s.offsetClients, offsetDeflateClients: s.offsetDeflateClients, origin: excludeConnection.flatMap { s.info[$0]?.sid })
-            let authors = byAuthor.keys.map { author -> (String, [Int]) in (author, s.directory.partitions(of: author)) }
-            return (audience, authors)
-        }
+        // Every member counts here (the excluded sender included); its sid is still the origin.
+        let roomAudience = roomAudience(room, excludeConnection: nil, origin: excludeConnection.flatMap(sid(of:)))
+        let authors = state.withLockedValue { s in byAuthor.keys.map { author -> (String, [Int]) in (author, s.directory.partitions(of: author)) } }
         let durable = EventPolicyTable.known[kind.eventName]?.isDurable ?? true
         let recoverable = broker.keepsHistory
         func payload(_ items: [Receipt]) -> JSONValue {

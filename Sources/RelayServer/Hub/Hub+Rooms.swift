@@ -10,11 +10,19 @@ extension Hub {
     /// Joins a room; the future (on `loop`) gives the presence list, the joiner included —
     /// cluster-wide when the node is in a cluster and Redis is up, this node's otherwise.
     public func join(room: String, sink: any ConnectionSink, user: String, on shard: LoopShard) throws(RelayError) -> EventLoopFuture<[PresenceEntry]> {
+        let id = sink.connectionID
+        let connection = connectionShards.shard(for: id)
+        let reserved: Bool
+        do throws(ConnectionRooms.TooManyRooms) {
+            reserved = try connection.withLock { c throws(ConnectionRooms.TooManyRooms) in try c.rooms.reserve(room, for: id) }
+        } catch {
+            throw RelayError(.tooManyRooms, "at most \(error.limit) rooms per connection")
+        }
         let joined: RoomRegistry.JoinResult
         let local: PresenceUpdate
         do throws(RoomRegistry.JoinError) {
-            (joined, local) = try state.withLock { s throws(RoomRegistry.JoinError) in
-                let r = try s.rooms.join(room: room, connection: sink.connectionID, user: user, partition: shard.index)
+            (joined, local) = try roomShards.shard(for: room).withLock { s throws(RoomRegistry.JoinError) in
+                let r = try s.rooms.join(room: room, connection: id, user: user, partition: shard.index)
                 let first = !r.alreadyMember && s.rooms.memberCount(room: room) == 1
                 if first {
                     broker.subscribe(.room(room))
@@ -24,8 +32,8 @@ extension Hub {
                 return (r, PresenceUpdate(before: r.alreadyMember ? devices : devices - 1, after: devices, presence: s.rooms.presence(room: room)))
             }
         } catch {
+            if reserved { connection.withLockedValue { $0.rooms.release(room, for: id) } }
             switch error {
-            case .tooManyRooms(let limit): throw RelayError(.tooManyRooms, "at most \(limit) rooms per connection")
             case .roomFull(let limit): throw RelayError(.roomFull, "room is full (\(limit) members)")
             }
         }
@@ -43,7 +51,7 @@ extension Hub {
 
     /// After a connection left a room on this node: presence (cluster-wide when there is one).
     func presenceLeft(_ leave: RoomRegistry.LeaveResult, exclude: ConnectionID?, on loop: any EventLoop) {
-        let devices = state.withLockedValue { s in s.rooms.devices(room: leave.room, user: leave.user) }
+        let devices = roomShards.shard(for: leave.room).withLockedValue { s in s.rooms.devices(room: leave.room, user: leave.user) }
         let local = PresenceUpdate(before: devices + 1, after: devices, presence: [])
         presenceManager.update(room: leave.room, user: leave.user, local: local, on: loop).whenSuccess { update in
             if update.leftPresence {
@@ -56,7 +64,7 @@ extension Hub {
     /// lost are announced again.
     func republishPresence() {
         restateDirectory()
-        let entries = state.withLockedValue { $0.rooms.allPresence() }
+        let entries = roomShards.map { $0.rooms.allPresence() }.flatMap { $0 }
         let rooms = Set(entries.map(\.room))
         for room in rooms { broker.subscribe(.room(room)) }
         for user in Set(entries.map(\.user)) { broker.subscribe(.user(user)) }
@@ -80,17 +88,9 @@ extension Hub {
     /// Leaves a room; `false` if the connection was not in it.
     public func leave(room: String, connection id: ConnectionID, on shard: LoopShard) -> Bool {
         let now = clock.monotonicMs()
-        let (left, ended, deadline) = state.withLockedValue { s in
-            let left = s.rooms.leave(room: room, connection: id)
-            if left != nil { s.typing.connectionLeft(id, room: room, now: now) }
-            if left != nil, s.rooms.memberCount(room: room) == 0 {
-                broker.unsubscribe(.room(room))
-                webhooks?.roomOccupancy(room, present: false)
-            }
-            let ended = left != nil ? s.locations.connectionLeft(id, room: room) : []
-            return (left, ended, s.typing.nextDeadline)
-        }
-        guard let left else { return false }
+        guard let (left, deadline) = leaveRoomShard(room, connection: id, now: now) else { return false }
+        connectionShards.shard(for: id).withLockedValue { $0.rooms.release(room, for: id) }
+        let ended = locations.withLockedValue { $0.connectionLeft(id, room: room) }
         shard.leave(room: room, id)
         if let deadline { typingTimer.schedule(at: deadline) }
         let ts = clock.wallMs()
@@ -102,18 +102,35 @@ extension Hub {
         return true
     }
 
-    /// The rooms a connection is in.
-    public func rooms(of connection: ConnectionID) -> Set<String> {
-        state.withLockedValue { $0.rooms.rooms(of: connection) }
+    /// Takes a connection out of a room in the room's shard: stops its typing there and, when
+    /// the room is left empty, unsubscribes from it. `nil` if it was not a member; else the
+    /// leave and the shard's next typing deadline.
+    func leaveRoomShard(_ room: String, connection id: ConnectionID, now: Int64) -> (RoomRegistry.LeaveResult, Int64?)? {
+        roomShards.shard(for: room).withLockedValue { s in
+            guard let left = s.rooms.leave(room: room, connection: id) else { return nil }
+            s.typing.connectionLeft(id, room: room, now: now)
+            if s.rooms.memberCount(room: room) == 0 {
+                broker.unsubscribe(.room(room))
+                webhooks?.roomOccupancy(room, present: false)
+            }
+            return (left, s.typing.nextDeadline)
+        }
     }
 
+    /// The rooms a connection is in.
+    public func rooms(of connection: ConnectionID) -> Set<String> {
+        connectionShards.shard(for: connection).withLockedValue { $0.rooms.rooms(of: connection) }
+    }
+
+    /// Read from the connection's shard (not the room's): the check before each event a
+    /// socket sends contends only with sockets whose ids share the shard.
     public func isMember(room: String, connection: ConnectionID) -> Bool {
-        state.withLockedValue { $0.rooms.isMember(room: room, connection: connection) }
+        connectionShards.shard(for: connection).withLockedValue { $0.rooms.contains(room, for: connection) }
     }
 
     /// This node's presence in the room.
     public func presence(room: String) -> [PresenceEntry] {
-        state.withLockedValue { $0.rooms.presence(room: room) }
+        roomShards.shard(for: room).withLockedValue { $0.rooms.presence(room: room) }
     }
 
     /// The room's presence: cluster-wide when Redis is up, this node's otherwise.

@@ -9,19 +9,25 @@ extension Hub {
 
     public func typing(_ isTyping: Bool, room: String, user: String, connection: ConnectionID) {
         let now = clock.monotonicMs()
-        let deadline = state.withLockedValue { s in
+        let deadline = roomShards.shard(for: room).withLockedValue { s in
             isTyping ? s.typing.start(room: room, user: user, connection: connection, now: now) : s.typing.stop(room: room, user: user, now: now)
         }
         if let deadline { typingTimer.schedule(at: deadline) }
     }
 
     /// Timer callback: flushes due typing windows to their rooms; returns the next deadline.
+    /// Visits every room shard, one lock at a time (a few µs every window, off the event path);
+    /// the changes go out in room order, as from one debouncer.
     func flushTyping() -> Int64? {
         let now = clock.monotonicMs()
-        let (changes, next) = state.withLockedValue { s in
-            let changes = s.typing.flush(now: now)
-            return (changes, s.typing.nextDeadline)
+        var changes: [TypingDebouncer.Change] = []
+        var next: Int64?
+        for box in roomShards.boxes {
+            let (due, deadline) = box.withLockedValue { s in (s.typing.flush(now: now), s.typing.nextDeadline) }
+            changes += due
+            if let deadline { next = min(next ?? deadline, deadline) }
         }
+        changes.sort { ($0.room, $0.user) < ($1.room, $1.user) }
         let ts = clock.wallMs()
         for change in changes {
             let name = change.isTyping ? "typing:start" : "typing:stop"
@@ -36,24 +42,24 @@ extension Hub {
 
     public func startLiveShare(room: String, user: String, connection: ConnectionID, durationSec: Int64) throws(RelayError) {
         let now = clock.monotonicMs()
-        let expires = try state.withLock { s throws(RelayError) in
-            try s.locations.start(room: room, user: user, connection: connection, durationSec: durationSec, now: now)
+        let expires = try locations.withLock { s throws(RelayError) in
+            try s.start(room: room, user: user, connection: connection, durationSec: durationSec, now: now)
         }
         locationTimer.schedule(at: expires)
     }
 
     public func checkLiveShare(room: String, user: String) throws(RelayError) {
         let now = clock.monotonicMs()
-        try state.withLock { s throws(RelayError) in try s.locations.checkUpdate(room: room, user: user, now: now) }
+        try locations.withLock { s throws(RelayError) in try s.checkUpdate(room: room, user: user, now: now) }
     }
 
     public func stopLiveShare(room: String, user: String) -> Bool {
-        state.withLockedValue { $0.locations.stop(room: room, user: user) }
+        locations.withLockedValue { $0.stop(room: room, user: user) }
     }
 
     func expireLocations() -> Int64? {
         let now = clock.monotonicMs()
-        let (expired, next) = state.withLockedValue { s in (s.locations.expire(now: now), s.locations.nextDeadline) }
+        let (expired, next) = locations.withLockedValue { s in (s.expire(now: now), s.nextDeadline) }
         let ts = clock.wallMs()
         for key in expired {
             let payload = JSONValue.object([("room", .string(key.room)), ("from", .string(key.user)), ("ts", .int(ts)), ("reason", "expired")])

@@ -2,34 +2,29 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import RelayCore
+import Synchronization
 
 /// The relay's shared state and its fan-out.
 ///
-/// Membership, presence, typing and live-location state live behind one lock and are only
-/// ever touched for short, in-memory updates (never across I/O). Delivery goes through the
-/// per-loop `LoopShard`s: an event is encoded once, then each loop that holds recipients is
-/// visited once — inline for the caller's own loop, one `execute` for any other.
+/// Shared state is split by key over shards, each behind its own lock, and only ever touched
+/// for short, in-memory updates (never across I/O): rooms (members, presence, typing) by room
+/// name, connections (their rooms, admin info) by id, socket ids by sid. What is left in
+/// `state` (the user directory, recovery pids, last-seen times) is taken on connect,
+/// disconnect and user-addressed emits, never by a room publish, join or typing change.
+/// Delivery goes through the per-loop `LoopShard`s: an event is encoded once, then each loop
+/// that holds recipients is visited once — inline for the caller's own loop, one `execute` for
+/// any other.
 public final class Hub: Sendable {
     struct State: Sendable {
-        var rooms: RoomRegistry
         var directory: ConnectionDirectory
-        var typing: TypingDebouncer
-        var locations: LiveLocationSessions
-        var sids: [String: (ConnectionID, Int)] = [:]
         /// The private session ids (`pid`) of live sockets that take offsets, and where they are.
         var pids: [String: (ConnectionID, Int)] = [:]
-        /// Connected clients that negotiated permessage-deflate.
-        var deflateClients = 0
-        /// Connected clients that take offsets (connection state recovery), and those of them
-        /// that negotiated permessage-deflate: the offset variant of a message is made (and
-        /// compressed) only when there are any.
-        var offsetClients = 0
-        var offsetDeflateClients = 0
-        /// What the admin API shows of each connection.
-        var info: [ConnectionID: ConnectionInfo] = [:]
         /// When users last disconnected from this node (the presence API's `lastSeen`).
         var lastSeen = LastSeenBook()
     }
+
+    /// How many locks the room and connection state is split over (Centrifuge's hub: 64).
+    static let lockShardCount = 64
 
     public let shards: [LoopShard]
     public let clock: RelayClock
@@ -37,6 +32,21 @@ public final class Hub: Sendable {
     let configuration: RelayConfiguration
     let logger: Logger
     let state: NIOLockedValueBox<State>
+    /// Rooms by name: members, presence, typing windows.
+    let roomShards: LockShards<RoomShard>
+    /// Connections by id: their rooms, what the admin API shows.
+    let connectionShards: LockShards<ConnectionShard>
+    /// Public socket ids (`sid`) by sid: the connection and its loop.
+    let sidShards: LockShards<[String: (ConnectionID, Int)]>
+    /// Live-location shares: their own lock (the per-connection limit spans rooms).
+    let locations: NIOLockedValueBox<LiveLocationSessions>
+    /// Connected clients that negotiated permessage-deflate.
+    let deflateClients = Atomic<Int>(0)
+    /// Connected clients that take offsets (connection state recovery), and those of them that
+    /// negotiated permessage-deflate: the offset variant of a message is made (and compressed)
+    /// only when there are any.
+    let offsetClients = Atomic<Int>(0)
+    let offsetDeflateClients = Atomic<Int>(0)
     private let shardByLoop: [ObjectIdentifier: Int]
     let typingTimer: DeadlineScheduler
     let locationTimer: DeadlineScheduler
@@ -85,12 +95,17 @@ public final class Hub: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.state = NIOLockedValueBox(
-            State(
-                rooms: RoomRegistry(maxRoomsPerConnection: configuration.maxRoomsPerConnection, maxMembersPerRoom: configuration.maxMembersPerRoom),
-                directory: ConnectionDirectory(maxConnectionsPerUser: configuration.maxConnectionsPerUser, maxConnections: configuration.maxConnections),
-                typing: TypingDebouncer(windowMs: configuration.typingWindowMs, expiryMs: configuration.typingExpiryMs),
-                locations: LiveLocationSessions()
-            ))
+            State(directory: ConnectionDirectory(maxConnectionsPerUser: configuration.maxConnectionsPerUser, maxConnections: configuration.maxConnections)))
+        self.roomShards = LockShards(count: Self.lockShardCount) {
+            RoomShard(
+                rooms: RoomRegistry(maxMembersPerRoom: configuration.maxMembersPerRoom),
+                typing: TypingDebouncer(windowMs: configuration.typingWindowMs, expiryMs: configuration.typingExpiryMs))
+        }
+        self.connectionShards = LockShards(count: Self.lockShardCount) {
+            ConnectionShard(rooms: ConnectionRooms(maxRoomsPerConnection: configuration.maxRoomsPerConnection))
+        }
+        self.sidShards = LockShards(count: Self.lockShardCount) { [:] }
+        self.locations = NIOLockedValueBox(LiveLocationSessions())
         self.typingTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
         self.locationTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
         self.coalesceTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
@@ -128,13 +143,6 @@ public final class Hub: Sendable {
         do throws(ConnectionDirectory.RegisterError) {
             try state.withLock { s throws(ConnectionDirectory.RegisterError) in
                 try s.directory.register(sink.connectionID, user: user, partition: shard.index)
-                s.sids[sid] = (sink.connectionID, shard.index)
-                s.info[sink.connectionID] = info
-                if deflate { s.deflateClients += 1 }
-                if takesOffsets {
-                    s.offsetClients += 1
-                    if deflate { s.offsetDeflateClients += 1 }
-                }
                 // Under the lock, so subscribe/unsubscribe reach Redis in membership order.
                 let devices = s.directory.connections(of: user).count
                 if devices == 1 {
@@ -145,6 +153,13 @@ public final class Hub: Sendable {
                 presenceManager.updateUser(user, devices: devices, disconnectedAt: nil)
             }
             metrics.connections.increment()
+            sidShards.shard(for: sid).withLockedValue { $0[sid] = (sink.connectionID, shard.index) }
+            connectionShards.shard(for: sink.connectionID).withLockedValue { $0.info[sink.connectionID] = info }
+            if deflate { deflateClients.add(1, ordering: .relaxed) }
+            if takesOffsets {
+                offsetClients.add(1, ordering: .relaxed)
+                if deflate { offsetDeflateClients.add(1, ordering: .relaxed) }
+            }
         } catch {
             switch error {
             case .tooManyForUser(let limit): throw RelayError(.tooManyConnections, "at most \(limit) connections per user")
@@ -159,18 +174,8 @@ public final class Hub: Sendable {
     public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, takesOffsets: Bool = false) {
         let now = clock.monotonicMs()
         let wallNow = clock.wallMs()
-        let (leaves, endedShares, typingDeadline) = state.withLockedValue { s in
+        state.withLockedValue { s in
             s.directory.unregister(id)
-            if deflate { s.deflateClients -= 1 }
-            if takesOffsets {
-                s.offsetClients -= 1
-                if deflate { s.offsetDeflateClients -= 1 }
-            }
-            s.info.removeValue(forKey: id)
-            s.sids.removeValue(forKey: sid)
-            let leaves = s.rooms.leaveAll(connection: id)
-            s.typing.connectionClosed(id, now: now)
-            let ended = s.locations.connectionClosed(id)
             let devices = s.directory.connections(of: user).count
             if devices == 0 {
                 broker.unsubscribe(.user(user))
@@ -178,12 +183,28 @@ public final class Hub: Sendable {
             }
             s.lastSeen.record(user, at: wallNow)
             presenceManager.updateUser(user, devices: devices, disconnectedAt: wallNow)
-            for leave in leaves where s.rooms.memberCount(room: leave.room) == 0 {
-                broker.unsubscribe(.room(leave.room))
-                webhooks?.roomOccupancy(leave.room, present: false)
-            }
-            return (leaves, ended, s.typing.nextDeadline)
         }
+        if deflate { deflateClients.subtract(1, ordering: .relaxed) }
+        if takesOffsets {
+            offsetClients.subtract(1, ordering: .relaxed)
+            if deflate { offsetDeflateClients.subtract(1, ordering: .relaxed) }
+        }
+        sidShards.shard(for: sid).withLockedValue { sids in
+            if sids[sid]?.0 == id { sids.removeValue(forKey: sid) }
+        }
+        let rooms = connectionShards.shard(for: id).withLockedValue { c in
+            c.info.removeValue(forKey: id)
+            return c.rooms.removeAll(for: id)
+        }
+        // Only the shards of the connection's own rooms, one at a time.
+        var leaves: [RoomRegistry.LeaveResult] = []
+        var typingDeadline: Int64?
+        for room in rooms {
+            guard let (leave, deadline) = leaveRoomShard(room, connection: id, now: now) else { continue }
+            leaves.append(leave)
+            if let deadline { typingDeadline = min(typingDeadline ?? deadline, deadline) }
+        }
+        let endedShares = locations.withLockedValue { $0.connectionClosed(id) }
         for leave in leaves { shard.leave(room: leave.room, id) }
         shard.remove(id)
         metrics.connections.decrement()
@@ -197,6 +218,6 @@ public final class Hub: Sendable {
     }
 
     public var connectionCount: Int { state.withLockedValue { $0.directory.count } }
-    public var roomCount: Int { state.withLockedValue { $0.rooms.roomCount } }
+    public var roomCount: Int { roomShards.map { $0.rooms.roomCount }.reduce(0, +) }
 
 }
