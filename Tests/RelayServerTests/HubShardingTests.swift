@@ -15,10 +15,12 @@ final class HubShardingTests: XCTestCase {
     let loopB = EmbeddedEventLoop()
     let clock = ManualClock()
 
-    func makeHub(maxRooms: Int = 100, maxMembers: Int = 10_000) -> Hub {
+    func makeHub(maxRooms: Int = 100, maxMembers: Int = 10_000, maxConnections: Int = 1_000_000, perUser: Int = 20) -> Hub {
         var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
         c.maxRoomsPerConnection = maxRooms
         c.maxMembersPerRoom = maxMembers
+        c.maxConnections = maxConnections
+        c.maxConnectionsPerUser = perUser
         return Hub(eventLoops: [loopA, loopB], configuration: c, clock: clock.relayClock)
     }
 
@@ -156,6 +158,30 @@ final class HubShardingTests: XCTestCase {
         clock.advance(ms: 100)
         loopA.advanceTime(by: .milliseconds(100))
         XCTAssertEqual(bob.received.filter { $0.hasPrefix(#"42["typing:stop""#) }.count, 8)
+    }
+
+    func testTheNodeWideConnectionLimitSpansUserShards() throws {
+        let hub = makeHub(maxConnections: 3, perUser: 1)
+        for i in 1...3 { try connect(hub, RecordingSink(UInt64(i)), user: "user-\(i)") }
+        XCTAssertEqual(hub.connectionCount, 3)
+        XCTAssertEqual(hub.userCount, 3)
+        XCTAssertThrowsError(try connect(hub, RecordingSink(4), user: "user-4")) { XCTAssertEqual(($0 as? RelayError)?.code, .tooManyConnections) }
+        hub.unregister(ConnectionID(2), sid: "sid-2", user: "user-2", on: hub.shards[0])
+        XCTAssertEqual(hub.connectionCount, 2)
+        // Refused for its user (one device each): the place it reserved is given back.
+        for id in 5...9 {
+            XCTAssertThrowsError(try connect(hub, RecordingSink(UInt64(id)), user: "user-1")) {
+                XCTAssertEqual(($0 as? RelayError)?.code, .tooManyConnections)
+            }
+        }
+        XCTAssertEqual(hub.connectionCount, 2)
+        try connect(hub, RecordingSink(10), user: "user-4")
+        XCTAssertEqual(hub.connectionCount, 3)
+        // Unregistering a connection twice (or one never registered) frees nothing more.
+        hub.unregister(ConnectionID(2), sid: "sid-2", user: "user-2", on: hub.shards[0])
+        hub.unregister(ConnectionID(99), sid: "sid-99", user: "user-99", on: hub.shards[0])
+        XCTAssertEqual(hub.connectionCount, 3)
+        XCTAssertThrowsError(try connect(hub, RecordingSink(11), user: "user-5"))
     }
 
     func testAudienceReadsFromManyThreadsAtOnce() throws {

@@ -220,3 +220,16 @@ async def test_without_redis_a_node_answers_for_itself_degraded(haproxy_cluster)
         assert await batch(a, ["gus"]) == {"users": {"gus": {"online": True, "devices": 1, "lastSeen": None}}, "degraded": True}
         assert await emit_api(a, "notification:new", {"user": "gus"}, {"x": 1}) == (200, {"recipients": 1, "degraded": True})
         await gus.expect("notification:new", x=1)
+
+        # Redis back, empty: each node restates its users (every user shard of its directory at
+        # once), so the answer is the cluster's again, from either node.
+        redis.start()
+        await ready(a, b, balancer)
+
+        async def restated():
+            for r in (a, b):
+                p = await presence(r, "gus")
+                if p != {"user": "gus", "online": True, "devices": 2, "rooms": [], "lastSeen": None}:
+                    return False
+            return True
+        await eventually(restated, what="gus restated by both nodes")

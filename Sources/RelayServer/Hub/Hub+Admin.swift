@@ -14,7 +14,7 @@ extension Hub {
 
     /// A user's connections with their rooms, for the admin API.
     public func connections(of user: String) -> [(ConnectionInfo, [String])] {
-        let ids = state.withLockedValue { $0.directory.connections(of: user) }
+        let ids = userShards.shard(for: user).withLockedValue { $0.directory.connections(of: user) }
         return ids.compactMap { id in
             connectionShards.shard(for: id).withLockedValue { c in c.info[id].map { ($0, c.rooms.rooms(of: id).sorted()) } }
         }
@@ -44,7 +44,7 @@ extension Hub {
         return Array(all.sorted { $0.members != $1.members ? $0.members > $1.members : $0.room < $1.room }.prefix(limit))
     }
 
-    public var userCount: Int { state.withLockedValue { $0.directory.userCount } }
+    public var userCount: Int { userShards.map { $0.directory.userCount }.reduce(0, +) }
 
     /// Closes the connection with `sid` (admin kick). `false` if there is none.
     public func kick(sid: String, code: UInt16, reason: String) -> Bool {

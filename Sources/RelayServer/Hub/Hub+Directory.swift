@@ -7,8 +7,8 @@ extension Hub {
     /// This node's view of `users` (their rooms too when `withRooms`).
     func localUsers(_ users: [String], withRooms: Bool) -> [UserPresence] {
         let now = clock.wallMs()
-        let found = state.withLockedValue { s in
-            users.map { user in (user, s.directory.connections(of: user), s.lastSeen.lastSeen(user, now: now)) }
+        let found = users.map { user in
+            userShards.shard(for: user).withLockedValue { s in (user, s.directory.connections(of: user), s.lastSeen.lastSeen(user, now: now)) }
         }
         return found.map { user, connections, lastSeen in
             var rooms: [String] = []
@@ -32,9 +32,19 @@ extension Hub {
         presenceManager.roomPresence(room: room, local: presence(room: room), on: loop)
     }
 
-    /// States this node's sockets per user again (Redis came back). Under the lock, so the
-    /// restatement is ordered with the connects and disconnects around it.
+    /// States this node's sockets per user again (Redis came back). Under every user shard's
+    /// lock at once (taken in index order; nothing else holds two), so the restatement — which
+    /// replaces the node's whole set in Redis — is ordered with the connects and disconnects
+    /// around it. Rare: once per Redis recovery.
     func restateDirectory() {
-        state.withLockedValue { s in presenceManager.restateUsers(s.directory.connectionCounts()) }
+        var counts: [String: Int] = [:]
+        func lock(from index: Int) {
+            guard index < userShards.boxes.count else { return presenceManager.restateUsers(counts) }
+            userShards.boxes[index].withLockedValue { s in
+                counts.merge(s.directory.connectionCounts()) { a, _ in a }
+                lock(from: index + 1)
+            }
+        }
+        lock(from: 0)
     }
 }

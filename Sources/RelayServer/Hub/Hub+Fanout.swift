@@ -151,7 +151,7 @@ extension Hub {
     }
 
     func userAudience(_ user: String) -> Audience {
-        let (partitions, recipients) = state.withLockedValue { s in (s.directory.partitions(of: user), s.directory.connections(of: user).count) }
+        let (partitions, recipients) = userShards.shard(for: user).withLockedValue { s in (s.directory.partitions(of: user), s.directory.connections(of: user).count) }
         return Audience(
             partitions: partitions, recipients: recipients, deflateClients: deflateClients.load(ordering: .relaxed),
             offsetClients: offsetClients.load(ordering: .relaxed), offsetDeflateClients: offsetDeflateClients.load(ordering: .relaxed))
@@ -231,7 +231,9 @@ extension Hub {
         let byAuthor = Dictionary(grouping: receipts, by: \.authorID)
         // Every member counts here (the excluded sender included); its sid is still the origin.
         let roomAudience = roomAudience(room, excludeConnection: nil, origin: excludeConnection.flatMap(sid(of:)))
-        let authors = state.withLockedValue { s in byAuthor.keys.map { author -> (String, [Int]) in (author, s.directory.partitions(of: author)) } }
+        let authors = byAuthor.keys.map { author -> (String, [Int]) in
+            (author, userShards.shard(for: author).withLockedValue { $0.directory.partitions(of: author) })
+        }
         let durable = EventPolicyTable.known[kind.eventName]?.isDurable ?? true
         let recoverable = broker.keepsHistory
         func payload(_ items: [Receipt]) -> JSONValue {

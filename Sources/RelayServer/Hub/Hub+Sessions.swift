@@ -42,7 +42,7 @@ extension Hub {
     /// Closes the user's sockets on this node, one hop per loop that holds some.
     @discardableResult
     func endLocalSessions(of user: String) -> Int {
-        let (partitions, count) = state.withLockedValue { ($0.directory.partitions(of: user), $0.directory.connections(of: user).count) }
+        let (partitions, count) = userShards.shard(for: user).withLockedValue { ($0.directory.partitions(of: user), $0.directory.connections(of: user).count) }
         for p in partitions {
             let shard = shards[p]
             let close: @Sendable () -> Void = { shard.close(user: user, code: CloseCode.kicked, reason: "session ended by the backend") }

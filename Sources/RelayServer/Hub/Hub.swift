@@ -6,24 +6,16 @@ import Synchronization
 
 /// The relay's shared state and its fan-out.
 ///
-/// Shared state is split by key over shards, each behind its own lock, and only ever touched
-/// for short, in-memory updates (never across I/O): rooms (members, presence, typing) by room
-/// name, connections (their rooms, admin info) by id, socket ids by sid. What is left in
-/// `state` (the user directory, recovery pids, last-seen times) is taken on connect,
-/// disconnect and user-addressed emits, never by a room publish, join or typing change.
+/// Shared state is split by key over shards, each behind its own lock (as Centrifuge's hub
+/// does), and only ever touched for short, in-memory updates (never across I/O): rooms
+/// (members, presence, typing) by room name, connections (their rooms, admin info) by id,
+/// users (their connections, last seen) by user id, socket and session ids by id. No lock
+/// covers the whole hub: two operations contend only when their keys share a shard.
 /// Delivery goes through the per-loop `LoopShard`s: an event is encoded once, then each loop
 /// that holds recipients is visited once — inline for the caller's own loop, one `execute` for
 /// any other.
 public final class Hub: Sendable {
-    struct State: Sendable {
-        var directory: ConnectionDirectory
-        /// The private session ids (`pid`) of live sockets that take offsets, and where they are.
-        var pids: [String: (ConnectionID, Int)] = [:]
-        /// When users last disconnected from this node (the presence API's `lastSeen`).
-        var lastSeen = LastSeenBook()
-    }
-
-    /// How many locks the room and connection state is split over (Centrifuge's hub: 64).
+    /// How many locks each kind of state is split over (Centrifuge's hub: 64).
     static let lockShardCount = 64
 
     public let shards: [LoopShard]
@@ -31,7 +23,12 @@ public final class Hub: Sendable {
     public let metrics: RelayMetrics
     let configuration: RelayConfiguration
     let logger: Logger
-    let state: NIOLockedValueBox<State>
+    /// Users by id: their connections and loops, when they were last seen.
+    let userShards: LockShards<UserShard>
+    /// Connected sockets on this node (the `maxConnections` limit, checked without a lock).
+    let connectionTotal = Atomic<Int>(0)
+    /// The private session ids (`pid`) of live sockets that take offsets, and where they are.
+    let pidShards: LockShards<[String: (ConnectionID, Int)]>
     /// Rooms by name: members, presence, typing windows.
     let roomShards: LockShards<RoomShard>
     /// Connections by id: their rooms, what the admin API shows.
@@ -94,8 +91,12 @@ public final class Hub: Sendable {
         self.clock = clock
         self.configuration = configuration
         self.logger = logger
-        self.state = NIOLockedValueBox(
-            State(directory: ConnectionDirectory(maxConnectionsPerUser: configuration.maxConnectionsPerUser, maxConnections: configuration.maxConnections)))
+        self.userShards = LockShards(count: Self.lockShardCount) {
+            UserShard(
+                directory: ConnectionDirectory(maxConnectionsPerUser: configuration.maxConnectionsPerUser, maxConnections: .max),
+                lastSeen: LastSeenBook(capacity: Self.lastSeenCapacity / Self.lockShardCount))
+        }
+        self.pidShards = LockShards(count: Self.lockShardCount) { [:] }
         self.roomShards = LockShards(count: Self.lockShardCount) {
             RoomShard(
                 rooms: RoomRegistry(maxMembersPerRoom: configuration.maxMembersPerRoom),
@@ -135,13 +136,22 @@ public final class Hub: Sendable {
         return shards[i]
     }
 
+    /// Users whose last-seen time the node remembers, over all user shards.
+    static let lastSeenCapacity = 1_000_000
+
     // MARK: Connections
 
     /// Registers an authenticated connection. Called on the connection's loop.
     public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, ip: String = "", takesOffsets: Bool = false) throws(RelayError) {
         let info = ConnectionInfo(sid: sid, user: user, ip: ip, connectedAtMs: clock.wallMs(), deflate: deflate, loop: shard.index)
+        // The node-wide limit first, on an atomic: reserve a place, give it back if refused.
+        let total = connectionTotal.wrappingAdd(1, ordering: .relaxed).newValue
+        guard total <= configuration.maxConnections else {
+            connectionTotal.subtract(1, ordering: .relaxed)
+            throw RelayError(.tooManyConnections)
+        }
         do throws(ConnectionDirectory.RegisterError) {
-            try state.withLock { s throws(ConnectionDirectory.RegisterError) in
+            try userShards.shard(for: user).withLock { s throws(ConnectionDirectory.RegisterError) in
                 try s.directory.register(sink.connectionID, user: user, partition: shard.index)
                 // Under the lock, so subscribe/unsubscribe reach Redis in membership order.
                 let devices = s.directory.connections(of: user).count
@@ -161,6 +171,7 @@ public final class Hub: Sendable {
                 if deflate { offsetDeflateClients.add(1, ordering: .relaxed) }
             }
         } catch {
+            connectionTotal.subtract(1, ordering: .relaxed)
             switch error {
             case .tooManyForUser(let limit): throw RelayError(.tooManyConnections, "at most \(limit) connections per user")
             case .tooManyTotal: throw RelayError(.tooManyConnections)
@@ -174,7 +185,8 @@ public final class Hub: Sendable {
     public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, takesOffsets: Bool = false) {
         let now = clock.monotonicMs()
         let wallNow = clock.wallMs()
-        state.withLockedValue { s in
+        let wasRegistered = userShards.shard(for: user).withLockedValue { s in
+            guard s.directory.user(of: id) != nil else { return false }
             s.directory.unregister(id)
             let devices = s.directory.connections(of: user).count
             if devices == 0 {
@@ -183,7 +195,9 @@ public final class Hub: Sendable {
             }
             s.lastSeen.record(user, at: wallNow)
             presenceManager.updateUser(user, devices: devices, disconnectedAt: wallNow)
+            return true
         }
+        if wasRegistered { connectionTotal.subtract(1, ordering: .relaxed) }
         if deflate { deflateClients.subtract(1, ordering: .relaxed) }
         if takesOffsets {
             offsetClients.subtract(1, ordering: .relaxed)
@@ -217,7 +231,7 @@ public final class Hub: Sendable {
         }
     }
 
-    public var connectionCount: Int { state.withLockedValue { $0.directory.count } }
+    public var connectionCount: Int { connectionTotal.load(ordering: .relaxed) }
     public var roomCount: Int { roomShards.map { $0.rooms.roomCount }.reduce(0, +) }
 
 }
