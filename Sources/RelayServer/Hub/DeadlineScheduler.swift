@@ -1,3 +1,4 @@
+import Atomics
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -12,6 +13,10 @@ final class DeadlineScheduler: Sendable {
     private let eventLoop: any EventLoop
     private let now: @Sendable () -> Int64
     private let state = NIOLockedValueBox(State())
+    /// `state.deadline` (or `Int64.max`), readable without the lock: a typing change from any
+    /// loop whose deadline is not earlier than the one already set returns without locking.
+    /// Written only under the lock.
+    private let scheduledAt = ManagedAtomic<Int64>(.max)
     private let action: NIOLockedValueBox<(@Sendable () -> Int64?)?> = NIOLockedValueBox(nil)
 
     init(eventLoop: any EventLoop, now: @escaping @Sendable () -> Int64) {
@@ -25,17 +30,25 @@ final class DeadlineScheduler: Sendable {
 
     /// Makes sure the action runs no later than `deadline`.
     func schedule(at deadline: Int64) {
+        // The caller changed its state (under its own lock) before this read, and `fire` resets
+        // `scheduledAt` before it reads that state: either this read sees the reset and takes
+        // the lock below, or `fire`'s action sees the change.
+        if scheduledAt.load(ordering: .sequentiallyConsistent) <= deadline { return }
         let delay = max(0, deadline - now())
         state.withLockedValue { state in
             if let current = state.deadline, current <= deadline { return }
             state.task?.cancel()
             state.deadline = deadline
+            scheduledAt.store(deadline, ordering: .sequentiallyConsistent)
             state.task = eventLoop.scheduleTask(in: .milliseconds(delay)) { [self] in self.fire() }
         }
     }
 
     private func fire() {
-        state.withLockedValue { $0 = State() }
+        state.withLockedValue { state in
+            state = State()
+            scheduledAt.store(.max, ordering: .sequentiallyConsistent)
+        }
         guard let action = action.withLockedValue({ $0 }) else { return }
         if let next = action() { schedule(at: next) }
     }
@@ -44,6 +57,7 @@ final class DeadlineScheduler: Sendable {
         state.withLockedValue { state in
             state.task?.cancel()
             state = State()
+            scheduledAt.store(.max, ordering: .sequentiallyConsistent)
         }
     }
 }

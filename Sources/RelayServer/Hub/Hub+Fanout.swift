@@ -2,7 +2,6 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import RelayCore
-import Synchronization
 
 /// Fan-out: encode once, publish once through the broker (which gives recoverable events their
 /// offset), then one hop per loop; other nodes get the same bytes from the broker.

@@ -2,7 +2,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import RelayCore
-import Synchronization
+import Atomics
 
 /// The relay's shared state and its fan-out.
 ///
@@ -15,8 +15,8 @@ import Synchronization
 /// that holds recipients is visited once — inline for the caller's own loop, one `execute` for
 /// any other.
 public final class Hub: Sendable {
-    /// How many locks each kind of state is split over (Centrifuge's hub: 64).
-    static let lockShardCount = 64
+    /// How many locks each kind of state is split over by default (Centrifuge's hub: 64).
+    public static let defaultLockShards = 64
 
     public let shards: [LoopShard]
     public let clock: RelayClock
@@ -26,7 +26,7 @@ public final class Hub: Sendable {
     /// Users by id: their connections and loops, when they were last seen.
     let userShards: LockShards<UserShard>
     /// Connected sockets on this node (the `maxConnections` limit, checked without a lock).
-    let connectionTotal = Atomic<Int>(0)
+    let connectionTotal = ManagedAtomic<Int>(0)
     /// The private session ids (`pid`) of live sockets that take offsets, and where they are.
     let pidShards: LockShards<[String: (ConnectionID, Int)]>
     /// Rooms by name: members, presence, typing windows.
@@ -38,12 +38,12 @@ public final class Hub: Sendable {
     /// Live-location shares: their own lock (the per-connection limit spans rooms).
     let locations: NIOLockedValueBox<LiveLocationSessions>
     /// Connected clients that negotiated permessage-deflate.
-    let deflateClients = Atomic<Int>(0)
+    let deflateClients = ManagedAtomic<Int>(0)
     /// Connected clients that take offsets (connection state recovery), and those of them that
     /// negotiated permessage-deflate: the offset variant of a message is made (and compressed)
     /// only when there are any.
-    let offsetClients = Atomic<Int>(0)
-    let offsetDeflateClients = Atomic<Int>(0)
+    let offsetClients = ManagedAtomic<Int>(0)
+    let offsetDeflateClients = ManagedAtomic<Int>(0)
     private let shardByLoop: [ObjectIdentifier: Int]
     let typingTimer: DeadlineScheduler
     let locationTimer: DeadlineScheduler
@@ -69,9 +69,12 @@ public final class Hub: Sendable {
     public init(
         eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(),
         cluster: ClusterBus? = nil, webhooks: Webhooks? = nil, logger: Logger = Logger(label: "relay.hub"),
-        broker: (any Broker)? = nil
+        broker: (any Broker)? = nil, lockShards: Int = Hub.defaultLockShards
     ) {
         precondition(!eventLoops.isEmpty)
+        // Rounded up to a power of two by `LockShards`; 1 is one lock per kind of state (the
+        // lock benchmark compares it with the default).
+        let lockShards = max(1, lockShards)
         self.metrics = metrics
         self.cluster = cluster
         self.revocations = NIOLockedValueBox(RevocationList(ttlSeconds: configuration.revocationTTLSeconds))
@@ -91,21 +94,21 @@ public final class Hub: Sendable {
         self.clock = clock
         self.configuration = configuration
         self.logger = logger
-        self.userShards = LockShards(count: Self.lockShardCount) {
+        self.userShards = LockShards(count: lockShards) {
             UserShard(
                 directory: ConnectionDirectory(maxConnectionsPerUser: configuration.maxConnectionsPerUser, maxConnections: .max),
-                lastSeen: LastSeenBook(capacity: Self.lastSeenCapacity / Self.lockShardCount))
+                lastSeen: LastSeenBook(capacity: Self.lastSeenCapacity / lockShards))
         }
-        self.pidShards = LockShards(count: Self.lockShardCount) { [:] }
-        self.roomShards = LockShards(count: Self.lockShardCount) {
+        self.pidShards = LockShards(count: lockShards) { [:] }
+        self.roomShards = LockShards(count: lockShards) {
             RoomShard(
                 rooms: RoomRegistry(maxMembersPerRoom: configuration.maxMembersPerRoom),
                 typing: TypingDebouncer(windowMs: configuration.typingWindowMs, expiryMs: configuration.typingExpiryMs))
         }
-        self.connectionShards = LockShards(count: Self.lockShardCount) {
+        self.connectionShards = LockShards(count: lockShards) {
             ConnectionShard(rooms: ConnectionRooms(maxRoomsPerConnection: configuration.maxRoomsPerConnection))
         }
-        self.sidShards = LockShards(count: Self.lockShardCount) { [:] }
+        self.sidShards = LockShards(count: lockShards) { [:] }
         self.locations = NIOLockedValueBox(LiveLocationSessions())
         self.typingTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
         self.locationTimer = DeadlineScheduler(eventLoop: eventLoops[0], now: clock.monotonicMs)
@@ -145,9 +148,9 @@ public final class Hub: Sendable {
     public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, ip: String = "", takesOffsets: Bool = false) throws(RelayError) {
         let info = ConnectionInfo(sid: sid, user: user, ip: ip, connectedAtMs: clock.wallMs(), deflate: deflate, loop: shard.index)
         // The node-wide limit first, on an atomic: reserve a place, give it back if refused.
-        let total = connectionTotal.wrappingAdd(1, ordering: .relaxed).newValue
+        let total = connectionTotal.wrappingIncrementThenLoad(ordering: .relaxed)
         guard total <= configuration.maxConnections else {
-            connectionTotal.subtract(1, ordering: .relaxed)
+            connectionTotal.wrappingDecrement(ordering: .relaxed)
             throw RelayError(.tooManyConnections)
         }
         do throws(ConnectionDirectory.RegisterError) {
@@ -165,13 +168,13 @@ public final class Hub: Sendable {
             metrics.connections.increment()
             sidShards.shard(for: sid).withLockedValue { $0[sid] = (sink.connectionID, shard.index) }
             connectionShards.shard(for: sink.connectionID).withLockedValue { $0.info[sink.connectionID] = info }
-            if deflate { deflateClients.add(1, ordering: .relaxed) }
+            if deflate { deflateClients.wrappingIncrement(ordering: .relaxed) }
             if takesOffsets {
-                offsetClients.add(1, ordering: .relaxed)
-                if deflate { offsetDeflateClients.add(1, ordering: .relaxed) }
+                offsetClients.wrappingIncrement(ordering: .relaxed)
+                if deflate { offsetDeflateClients.wrappingIncrement(ordering: .relaxed) }
             }
         } catch {
-            connectionTotal.subtract(1, ordering: .relaxed)
+            connectionTotal.wrappingDecrement(ordering: .relaxed)
             switch error {
             case .tooManyForUser(let limit): throw RelayError(.tooManyConnections, "at most \(limit) connections per user")
             case .tooManyTotal: throw RelayError(.tooManyConnections)
@@ -197,11 +200,11 @@ public final class Hub: Sendable {
             presenceManager.updateUser(user, devices: devices, disconnectedAt: wallNow)
             return true
         }
-        if wasRegistered { connectionTotal.subtract(1, ordering: .relaxed) }
-        if deflate { deflateClients.subtract(1, ordering: .relaxed) }
+        if wasRegistered { connectionTotal.wrappingDecrement(ordering: .relaxed) }
+        if deflate { deflateClients.wrappingDecrement(ordering: .relaxed) }
         if takesOffsets {
-            offsetClients.subtract(1, ordering: .relaxed)
-            if deflate { offsetDeflateClients.subtract(1, ordering: .relaxed) }
+            offsetClients.wrappingDecrement(ordering: .relaxed)
+            if deflate { offsetDeflateClients.wrappingDecrement(ordering: .relaxed) }
         }
         sidShards.shard(for: sid).withLockedValue { sids in
             if sids[sid]?.0 == id { sids.removeValue(forKey: sid) }
