@@ -71,6 +71,13 @@ def test_store_receipts(tmp_path):
     assert out["group_commit.receipts_per_second"] > 0 and out["one_tx_per_receipt.receipts_per_second"] > 0
 
 
+def test_hub_locks():
+    out = run_load("hub-locks", "--connections", 64, "--events", 2000, "--rounds", 1, "--threads", "1,2", "--shards", "1,64")
+    for shards in (1, 64):
+        for threads in (1, 2):
+            assert out[f"shards_{shards}.threads_{threads}.events_per_second"] > 0
+
+
 def test_raw_protocol_against_a_plain_websocket_server():
     """`--protocol raw` drives a plain room-broadcast WebSocket server (here a tiny Python one,
     the same protocol as LoadTests/peers/ws-broadcast.js)."""
