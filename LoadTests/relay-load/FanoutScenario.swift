@@ -10,6 +10,8 @@ struct FanoutOptions: ParsableArguments {
     @Option(help: "Measured seconds.") var duration = 10.0
     @Option(help: "Unmeasured seconds before.") var warmup = 1.0
     @Option(help: "Event name (Socket.IO mode).") var event = "bench:msg"
+    @Option(name: .customLong("devices-per-user"), help: "Sockets per user (Socket.IO mode). A room announces only a user's first device, so K devices per user cut the setup's presence traffic about K-fold; fan-out itself goes to every socket either way.")
+    var devicesPerUser = 1
 }
 
 /// The result of one fan-out run.
@@ -27,7 +29,8 @@ enum Fanout {
         let run = LoadRun(options: common)
         let total = f.rooms * f.members
         let room = { (i: Int) in "bench-r\(i % f.rooms)" }
-        let conns = try await run.openMany(total, deadline: Date().addingTimeInterval(120), room: room)
+        let devices = max(1, f.devicesPerUser)
+        let conns = try await run.openMany(total, deadline: Date().addingTimeInterval(common.setupTimeout), room: room, user: { "user-\($0 / devices)" })
         // Senders: the first `senders` sockets, which fall in rooms 0, 1, … round-robin.
         let senders = Array(conns.prefix(min(f.senders, conns.count)))
         // Stalled: the last `stalledPerRoom` members of each room, never senders.
@@ -41,6 +44,8 @@ enum Fanout {
                 try await c.channel.eventLoop.submit { c.connection.stall() }.get()
             }
         }
+        // Nothing of the setup may still be in flight when measuring starts.
+        let settle = try await run.settle()
         let rssStart = common.relayPID.flatMap(ProcessStats.rss)
         let event = f.event
         let wire = common.wire
@@ -49,13 +54,15 @@ enum Fanout {
             try await Task.sleep(nanoseconds: 300_000_000)
             try await run.board.reset()
         }
-        let cpuStart = common.relayPID.flatMap(ProcessStats.cpuMicros)
+        common.mark("measuring")
+        let cpuStart = common.relayPID.flatMap(ProcessStats.cpuTimes)
         let start = Date()
         try await run.drive(senders: senders, ratePerSecond: f.rate, seconds: f.duration) { c in c.sendBench(event: event) }
         // Let in-flight deliveries land (bounded).
         try await Task.sleep(nanoseconds: 500_000_000)
         let elapsed = Date().timeIntervalSince(start) - 0.5
-        let cpuEnd = common.relayPID.flatMap(ProcessStats.cpuMicros)
+        let cpuEnd = common.relayPID.flatMap(ProcessStats.cpuTimes)
+        common.mark("done")
         let rssEnd = common.relayPID.flatMap(ProcessStats.rss)
         let stats = try await run.board.collect()
 
@@ -70,6 +77,8 @@ enum Fanout {
         report.add("senders", senders.count)
         if stalledPerRoom > 0 { report.add("stalled_per_room", stalledPerRoom) }
         report.add("target_rate", f.rate)
+        report.add("settle_seconds", settle.seconds, "s")
+        if !settle.settled { report.add("error[not_settled]", 1) }
         report.add("sent", stats.sent)
         report.add("sent_per_second", Double(stats.sent) / elapsed)
         report.add("deliveries", stats.deliveries)
@@ -77,8 +86,11 @@ enum Fanout {
         report.add("expected_deliveries_min", expected)
         report.addLatency("latency", stats.deliveryLatency)
         if let a = cpuStart, let b = cpuEnd, stats.deliveries > 0 {
-            report.add("relay_cpu_seconds", Double(b - a) / 1e6, "s")
-            report.add("relay_cpu_us_per_delivery", Double(b - a) / Double(stats.deliveries), "µs")
+            let user = b.user - a.user, system = b.system - a.system
+            report.add("relay_cpu_seconds", Double(user + system) / 1e6, "s")
+            report.add("relay_cpu_us_per_delivery", Double(user + system) / Double(stats.deliveries), "µs")
+            report.add("relay_user_us_per_delivery", Double(user) / Double(stats.deliveries), "µs")
+            report.add("relay_sys_us_per_delivery", Double(system) / Double(stats.deliveries), "µs")
         }
         if let a = rssStart, let b = rssEnd {
             report.add("relay_rss_mb", Double(b) / 1_048_576, "MiB")
@@ -87,11 +99,12 @@ enum Fanout {
         for (code, n) in stats.closes.sorted(by: { $0.key < $1.key }) { report.add("closed_by_server[\(code)]", n) }
         for (e, n) in stats.errors.sorted(by: { $0.key < $1.key }) { report.add("error[\(e)]", n) }
         report.add("connect_failures", run.connectFailures)
+        for (e, n) in run.connectErrors.sorted(by: { $0.key < $1.key }) { report.add("connect_error[\(e)]", n) }
         let p99 = stats.deliveryLatency.totalCount > 0 ? stats.deliveryLatency.valueAtPercentile(99) : 0
         let missing = max(0, expected - stats.deliveries)
         await run.closeAll(conns)
         await run.shutdown()
-        let errors = run.connectFailures + stats.errors.values.reduce(0, +) + missing
+        let errors = run.connectFailures + stats.errors.values.reduce(0, +) + missing + (settle.settled ? 0 : 1)
         return FanoutResult(report: report, p99Micros: p99, errors: errors, operations: max(1, expected + total))
     }
 }

@@ -86,6 +86,7 @@ final class LoadConnection: ChannelInboundHandler {
             let b = raw.bindMemory(to: UInt8.self)
             guard let first = b.first else { return }
             if wire == .raw {
+                stats.events += 1
                 if let t = Self.intField(b, "\"t\":") { record(delivery: now, sentAt: t) }
                 return
             }
@@ -99,6 +100,7 @@ final class LoadConnection: ChannelInboundHandler {
                 case UInt8(ascii: "0"):
                     if let room { emit("room:join", "{\"room\":\"\(room)\"}", ack: .join) } else { markReady() }
                 case UInt8(ascii: "2"):
+                    stats.events += 1
                     handleEvent(b, now: now)
                 case UInt8(ascii: "3"):
                     handleAck(b, now: now)
@@ -120,6 +122,11 @@ final class LoadConnection: ChannelInboundHandler {
         if Self.hasPrefix(b, from: 4, "typing:") {
             stats.typingEvents += 1
             if observesTyping, let room { stats.typingArrivals[room, default: []].append(now) }
+            return
+        }
+        // Other members joining (the setup's own traffic): not a delivery of the scenario.
+        if Self.hasPrefix(b, from: 4, "presence:") {
+            stats.presenceEvents += 1
             return
         }
         if Self.hasPrefix(b, from: 4, "error\"") {

@@ -90,6 +90,12 @@ final class LoadRun: @unchecked Sendable {
                 }
             }
         }
+        // Sockets never tried because the deadline passed are failures too: a run with fewer
+        // members than asked must not pass for one with all of them.
+        if next < count {
+            connectFailures += count - next
+            connectErrors["not opened by the setup deadline", default: 0] += count - next
+        }
         return opened.compactMap { $0 }
     }
 
@@ -125,6 +131,29 @@ final class LoadRun: @unchecked Sendable {
     }
 
     /// Closes every socket.
+    /// Waits until the server has stopped sending: no event arrived on any socket for `quiet`
+    /// seconds, or `timeout` passed. Joins send every member a `presence:join` for each later
+    /// joiner, so a room of N members costs about N²/2 deliveries to set up (50 M for 10 000)
+    /// and the server may still be sending them after the last join was acked. A measured
+    /// window that opens before they are done measures them too. Returns the seconds waited
+    /// and whether it went quiet.
+    func settle(quiet: Double = 0.5, timeout: Double = 300) async throws -> (seconds: Double, settled: Bool) {
+        let start = Date()
+        var last = try await board.events()
+        var quietSince = Date()
+        while Date().timeIntervalSince(start) < timeout {
+            try await Task.sleep(nanoseconds: 100_000_000)
+            let now = try await board.events()
+            if now != last {
+                last = now
+                quietSince = Date()
+            } else if Date().timeIntervalSince(quietSince) >= quiet {
+                return (Date().timeIntervalSince(start), true)
+            }
+        }
+        return (Date().timeIntervalSince(start), false)
+    }
+
     func closeAll(_ connections: [OpenedConnection]) async {
         for c in connections { c.channel.close(promise: nil) }
         for c in connections { try? await c.channel.closeFuture.get() }

@@ -15,6 +15,12 @@ final class LoopStats {
     /// Arrival times (ns) of typing events per room, as seen by the room's observer.
     var typingArrivals: [String: [UInt64]] = [:]
     var typingEvents = 0
+    /// `presence:*` events (not deliveries of the scenario's own events).
+    var presenceEvents = 0
+    /// Every event received (Socket.IO `42` packets, raw text frames), whatever it was; never
+    /// reset (`LoadRun.settle` watches it). Pings are not counted: with thousands of sockets one
+    /// arrives every few milliseconds.
+    var events = 0
 
     init() {
         deliveryLatency.autoResize = true
@@ -28,6 +34,8 @@ final class LoopStats {
         acks += other.acks
         sent += other.sent
         typingEvents += other.typingEvents
+        presenceEvents += other.presenceEvents
+        events += other.events
         for (k, v) in other.ackErrors { ackErrors[k, default: 0] += v }
         for (k, v) in other.errors { errors[k, default: 0] += v }
         for (k, v) in other.closes { closes[k, default: 0] += v }
@@ -41,6 +49,7 @@ final class LoopStats {
         acks = 0
         sent = 0
         typingEvents = 0
+        presenceEvents = 0
         ackErrors = [:]
         typingArrivals = [:]
     }
@@ -74,6 +83,13 @@ final class StatsBoard: @unchecked Sendable {
             }.get()
             total.merge(snapshot.value)
         }
+        return total
+    }
+
+    /// Events received so far by every loop's connections.
+    func events() async throws -> Int {
+        var total = 0
+        for loop in loops { total += try await loop.submit { self.stats(for: loop).events }.get() }
         return total
     }
 

@@ -14,6 +14,13 @@ enum ProcessStats {
 
     /// User + system CPU time in microseconds.
     static func cpuMicros(pid: Int32) -> Int? {
+        cpuTimes(pid: pid).map { $0.user + $0.system }
+    }
+
+    /// User and system CPU time in microseconds, apart: system time is the kernel's work for
+    /// the process (syscalls, and on loopback most of the receiver's TCP path too), user time
+    /// the server's own code and libraries.
+    static func cpuTimes(pid: Int32) -> (user: Int, system: Int)? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
             let close = text.lastIndex(of: ")")
         else { return nil }
@@ -21,7 +28,8 @@ enum ProcessStats {
         // After the command: state is field 3; utime and stime are fields 14 and 15.
         guard fields.count > 13, let utime = Int(fields[11]), let stime = Int(fields[12]) else { return nil }
         let ticks = sysconf(Int32(_SC_CLK_TCK))
-        return (utime + stime) * 1_000_000 / ticks
+        guard ticks > 0 else { return nil }
+        return (utime * 1_000_000 / ticks, stime * 1_000_000 / ticks)
     }
 
     /// Open file descriptors of the process.

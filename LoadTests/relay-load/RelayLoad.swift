@@ -29,6 +29,16 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .customLong("relay-pid"), help: "PID of the server under test, for RSS and CPU readings from /proc.") var relayPID: Int32?
     @Flag(help: "Print one JSON object instead of a table.") var json = false
     @Option(name: .customLong("max-error-rate"), help: "Exit non-zero when errors exceed this fraction of operations.") var maxErrorRate = 0.01
+    @Option(name: .customLong("setup-timeout"), help: "Seconds allowed for opening the sockets and joining their rooms; sockets not opened by then count as connect failures. Joining a room of N costs the server about N²/2 presence deliveries: a room of 10 000 needs several minutes here.")
+    var setupTimeout = 120.0
+    @Option(name: .customLong("phase-file"), help: "Write the run's phase to this file (`measuring` when the measured window opens, `done` when it closes), so a profiler can record that window only.")
+    var phaseFile: String?
+
+    /// Records the run's phase in `--phase-file`, when given.
+    func mark(_ phase: String) {
+        guard let phaseFile else { return }
+        try? Data((phase + "\n").utf8).write(to: URL(fileURLWithPath: phaseFile), options: .atomic)
+    }
 
     var wire: WireProtocol { WireProtocol(rawValue: wireName) ?? .socketio }
 

@@ -16,7 +16,7 @@ struct TypingScenario: AsyncParsableCommand {
         let run = LoadRun(options: common)
         // Socket i < rooms is the observer of room i; the rest type.
         let total = rooms * (members + 1)
-        let conns = try await run.openMany(total, deadline: Date().addingTimeInterval(120), room: { "bench-t\($0 % rooms)" }, observer: { $0 < rooms })
+        let conns = try await run.openMany(total, deadline: Date().addingTimeInterval(common.setupTimeout), room: { "bench-t\($0 % rooms)" }, observer: { $0 < rooms })
         let typists = Array(conns.dropFirst(rooms))
         let start = Date()
         try await run.drive(senders: typists, ratePerSecond: rate, seconds: duration) { c in
@@ -73,7 +73,7 @@ struct LocationScenario: AsyncParsableCommand {
 
     func run() async throws {
         let run = LoadRun(options: common)
-        let conns = try await run.openMany(rooms * members, deadline: Date().addingTimeInterval(120), room: { "bench-l\($0 % rooms)" })
+        let conns = try await run.openMany(rooms * members, deadline: Date().addingTimeInterval(common.setupTimeout), room: { "bench-l\($0 % rooms)" })
         for c in conns {
             try await c.channel.eventLoop.submit {
                 c.connection.emit("location:share-live", "{\"room\":\"\(c.connection.room ?? "")\",\"durationSec\":600}", ack: .other)

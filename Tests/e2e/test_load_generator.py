@@ -43,6 +43,24 @@ def test_connections(relay):
 def test_fanout(relay):
     out = run_load("fanout", *common(relay), "--rooms", 2, "--members", 4, "--senders", 2, "--rate", 100, "--duration", 1, "--warmup", 0.2)
     assert out["deliveries"] >= out["sent"] * 3 > 0 and out["latency_samples"] > 0
+    assert out["sockets"] == 8 and out["connect_failures"] == 0 and "settle_seconds" in out
+
+
+def test_fanout_counts_sockets_past_the_setup_deadline_as_failures(relay):
+    # 256 handshakes start at once; with no time for more, the other 4 are never opened. A run
+    # with fewer members than asked must say so (it used to pass for a full room).
+    out = run_load("fanout", *common(relay), "--rooms", 1, "--members", 260, "--senders", 1, "--rate", 10, "--duration", 0.5,
+                   "--warmup", 0, "--setup-timeout", 0, "--source-addresses", 4, "--max-error-rate", 1)
+    assert out["sockets"] == 256 and out["connect_failures"] == 4
+    assert out["connect_error[not opened by the setup deadline]"] == 4 and out["error_rate"] > 0
+
+
+def test_fanout_with_several_devices_per_user_reaches_every_socket(relay):
+    # 6 sockets of 2 users in one room: every socket but the sender's gets each message, and
+    # the measured window opened only once the setup's presence events had stopped.
+    out = run_load("fanout", *common(relay), "--rooms", 1, "--members", 6, "--senders", 1, "--rate", 50, "--duration", 1,
+                   "--warmup", 0.2, "--devices-per-user", 3)
+    assert out["sockets"] == 6 and out["deliveries"] >= out["sent"] * 5 > 0 and out["settle_seconds"] >= 0.5
 
 
 def test_typing(relay):
