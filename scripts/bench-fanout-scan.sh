@@ -10,11 +10,18 @@
 #   SIZES ["10 100 1000 10000"] members per room   DPS [100000] deliveries/s offered (moderate)
 #   SAT_SIZES ["100 1000"] sizes also run saturated  SAT_DPS [2000000] deliveries/s offered then
 #   ROUNDS [2]  DURATION [6 s]  THREADS [relay's default]  OUT [bench-results/scan]
+#   SETUP_TIMEOUT [900 s] for opening and joining.
+#   DEVICES [10] sockets per user. Every join announces a user's first device to the whole
+#   room, so N single-device users cost N²/2 presence events to set up: 50 M for 10 000, all
+#   read by this one generator process on the server's cores, which then answers pings late
+#   and loses sockets (4000). K devices per user cut that K-fold; fan-out reaches every socket
+#   either way (it walks connections, not users).
 #   RELAY / LOAD: binaries (default: release build of this checkout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-"10 100 1000 10000"}; DPS=${DPS:-100000}; SAT_SIZES=${SAT_SIZES:-"100 1000"}; SAT_DPS=${SAT_DPS:-2000000}
 ROUNDS=${ROUNDS:-2}; DURATION=${DURATION:-6}; OUT=${OUT:-bench-results/scan}; UWS=${UWS:-}
+SETUP_TIMEOUT=${SETUP_TIMEOUT:-900}; DEVICES=${DEVICES:-10}
 SECRET=bench-secret-0123456789abcdef0123456789
 mkdir -p "$OUT"
 if [ -z "${RELAY:-}" ] || [ -z "${LOAD:-}" ]; then
@@ -54,6 +61,7 @@ one() {
   for _ in $(seq 1 100); do grep -q "listening" "$OUT/server.log" 2>/dev/null && break; sleep 0.1; done
   "$LOAD" fanout --port $port --protocol $proto --secret $SECRET --relay-pid "$SERVER_PID" --rooms $rooms --members "$size" \
     --senders $senders --rate "$rate" --duration "$DURATION" --source-addresses 4 --max-error-rate 1 --json \
+    --setup-timeout "$SETUP_TIMEOUT" --devices-per-user "$DEVICES" \
     > "$OUT/$kind-$size-$tag.json" 2>/dev/null || true
   stop
   rm -f "$OUT"/relay.sqlite*
@@ -81,6 +89,16 @@ def med(rs, key):
     return statistics.median(v) if v else None
 def fmt(v, d=2): return "-" if v is None else f"{v:,.{d}f}"
 print(f"moderate load ({' and '.join(kinds)}), median of {rounds} rounds; CPU per delivery in µs, latency in ms")
+# A run whose room was short, or whose deliveries went missing, is no figure.
+for f in sorted(os.listdir(out)):
+    if f.endswith(".json"):
+        try:
+            d = json.load(open(os.path.join(out, f)))
+        except Exception:
+            print(f"WARNING {f}: no result"); continue
+        want = d.get("rooms", 0) * d.get("members_per_room", 0)
+        if d.get("sockets") != want or (d.get("error_rate", 0) > 0 and "-sat" not in f):
+            print(f"WARNING {f}: {d.get('sockets')} of {want} sockets, error rate {d.get('error_rate')}")
 print(f"{'members':>8} " + " ".join(f"{k+' cpu':>10} {k+' p50':>9} {k+' p99':>9} {k+' del/s':>10}" for k in kinds) + ("   relay/uws cpu  p99" if "uws" in kinds else ""))
 for s in sizes:
     row = f"{s:>8} "
@@ -94,7 +112,15 @@ for s in sizes:
         if vals["relay"][2] and vals["uws"][2]: row += f"  {vals['relay'][2] / vals['uws'][2]:.2f}x"
     print(row)
     for k in kinds:
-        print(f"{'':>8}   {k} rounds: " + ", ".join(fmt(x.get('relay_cpu_us_per_delivery')) for x in runs(k, s, "r")))
+        rs = runs(k, s, "r")
+        print(f"{'':>8}   {k} rounds: " + ", ".join(fmt(x.get('relay_cpu_us_per_delivery')) for x in rs)
+              + f"   user {fmt(med(rs, 'relay_user_us_per_delivery'))} + system {fmt(med(rs, 'relay_sys_us_per_delivery'))} µs")
+# Flatness: each size's median CPU per delivery against the mean of the sizes' medians.
+for k in kinds:
+    meds = [m for m in (med(runs(k, s, "r"), "relay_cpu_us_per_delivery") for s in sizes) if m]
+    if len(meds) > 1:
+        mean = sum(meds) / len(meds)
+        print(f"{k} across sizes: {min(meds):.2f}–{max(meds):.2f} µs, {100 * (min(meds) / mean - 1):+.0f} % to {100 * (max(meds) / mean - 1):+.0f} % of their mean")
 print("saturated (offered far above capacity), median of rounds: deliveries/s and CPU per delivery")
 for s in sat_sizes:
     row = f"{s:>8} "
