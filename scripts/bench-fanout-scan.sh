@@ -8,7 +8,7 @@
 #                               argument (see docs/BENCHMARKS.md for how it was built; not in
 #                               the repo); omitted: Relay alone.
 #   SIZES ["10 100 1000 10000"] members per room   DPS [100000] deliveries/s offered (moderate)
-#   SAT_SIZES ["100 1000"] sizes also run saturated  SAT_DPS [2000000] deliveries/s offered then
+#   SAT_SIZES ["100 1000"] sizes also run saturated ("" for none)  SAT_DPS [2000000] deliveries/s offered then
 #   ROUNDS [2]  DURATION [6 s]  THREADS [relay's default]  OUT [bench-results/scan]
 #   SETUP_TIMEOUT [900 s] for opening and joining.
 #   DEVICES [10] sockets per user. Every join announces a user's first device to the whole
@@ -19,7 +19,7 @@
 #   RELAY / LOAD: binaries (default: release build of this checkout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIZES=${SIZES:-"10 100 1000 10000"}; DPS=${DPS:-100000}; SAT_SIZES=${SAT_SIZES:-"100 1000"}; SAT_DPS=${SAT_DPS:-2000000}
+SIZES=${SIZES:-"10 100 1000 10000"}; DPS=${DPS:-100000}; SAT_SIZES=${SAT_SIZES-"100 1000"}; SAT_DPS=${SAT_DPS:-2000000}
 ROUNDS=${ROUNDS:-2}; DURATION=${DURATION:-6}; OUT=${OUT:-bench-results/scan}; UWS=${UWS:-}
 SETUP_TIMEOUT=${SETUP_TIMEOUT:-900}; DEVICES=${DEVICES:-10}
 SECRET=bench-secret-0123456789abcdef0123456789
