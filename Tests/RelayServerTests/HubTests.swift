@@ -23,6 +23,22 @@ final class RecordingSink: ConnectionSink {
     var isClosing: Bool { closed != nil }
 }
 
+/// A sink that, on each message, records what `probe` says at that moment.
+final class ProbeSink: ConnectionSink {
+    let connectionID: ConnectionID
+    let probe: () -> Int
+    var seen: [Int] = []
+    init(_ id: UInt64, probe: @escaping () -> Int) {
+        connectionID = ConnectionID(id)
+        self.probe = probe
+    }
+    func enqueue(_ message: OutboundMessage) { seen.append(probe()) }
+    func flushOutbound() {}
+    func close(code: UInt16, reason: String) {}
+    var isClosing: Bool { false }
+    func mayAccess(room: String) -> Bool { true }
+}
+
 /// The value of an already-completed future (embedded loops complete them inline).
 func now<T: Sendable>(_ future: EventLoopFuture<T>) throws -> T {
     // Embedded loops complete the future inline, on this thread.
@@ -45,6 +61,32 @@ final class HubTests: XCTestCase {
 
     func connect(_ sink: RecordingSink, user: String, on shard: LoopShard) throws {
         try hub.register(sink, sid: "sid-\(sink.connectionID)", user: user, on: shard)
+    }
+
+    /// A non-recoverable event (no history here) runs inline on the caller's loop, but only once
+    /// every other loop has its delivery posted: a large room's other half never waits for the
+    /// local half's writes.
+    func testOtherLoopsHaveTheirDeliveryBeforeTheCallersLoopWritesItsOwn() throws {
+        var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
+        c.historyLimits = HistoryLimits(maxEvents: 0)
+        let hub = Hub(eventLoops: [loopA, loopB], configuration: c, clock: clock.relayClock)
+        let shardA = hub.shards[0], shardB = hub.shards[1]
+        let alice = ProbeSink(1) { shardB.pendingDeliveries }
+        let bob = RecordingSink(2)
+        try hub.register(alice, sid: "sid-1", user: "alice", on: shardA)
+        try hub.register(bob, sid: "sid-2", user: "bob", on: shardB)
+        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardB))
+        loopA.run()
+        loopB.run()
+        alice.seen.removeAll()
+        bob.received.removeAll()
+        XCTAssertEqual(hub.publish(room: "r", name: "bench:msg", payload: .string("hi")), 2)
+        XCTAssertEqual(alice.seen, [1], "loop B's delivery was posted before loop A wrote to alice")
+        loopB.run()
+        XCTAssertEqual(bob.received, ["42[\"bench:msg\",\"hi\"]"])
+        hub.publish(user: "alice", name: "bench:msg", payload: .string("again"))
+        XCTAssertEqual(alice.seen, [1, 0], "a user delivery runs inline too (alice has no socket on B)")
     }
 
     func testEventReachesMembersOnEveryLoopExceptTheSender() throws {

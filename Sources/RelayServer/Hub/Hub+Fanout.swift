@@ -113,16 +113,31 @@ extension Hub {
     /// One hop per partition: inline for the caller's loop, posted to any other loop's inbox
     /// (one task per batch there). A stamped (recoverable) message is always posted, even to
     /// the caller's loop: inline delivery would overtake events of the stream already posted.
+    ///
+    /// The other loops get theirs first: an inline delivery to a large room's local half would
+    /// otherwise keep the rest of the room waiting until it is done, on loops with nothing to do.
     func deliver(room: String, message: OutboundMessage, partitions: [Int], excludeConnection: ConnectionID?, excludeUser: String?) {
         let message = message.withFrames()
+        let delivery = ShardDelivery.room(room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        if let local = postElsewhere(delivery, partitions: partitions, inline: message.stamp == nil) {
+            local.deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        }
+    }
+
+    /// Posts `delivery` to each partition's loop, except the caller's own when `inline` allows
+    /// running it there: that shard is returned, for the caller to deliver to once every other
+    /// loop has its delivery.
+    func postElsewhere(_ delivery: ShardDelivery, partitions: [Int], inline: Bool) -> LoopShard? {
+        var local: LoopShard?
         for p in partitions {
             let shard = shards[p]
-            if shard.eventLoop.inEventLoop && message.stamp == nil {
-                shard.deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+            if inline && local == nil && shard.eventLoop.inEventLoop {
+                local = shard
             } else {
-                shard.post(.room(room, message, excludeConnection: excludeConnection, excludeUser: excludeUser))
+                shard.post(delivery)
             }
         }
+        return local
     }
 
     /// The outbound-queue key the policy table declares for a server-made event.
@@ -166,10 +181,7 @@ extension Hub {
             } else {
                 .user(user, message)
             }
-        for p in partitions {
-            let shard = shards[p]
-            if shard.eventLoop.inEventLoop && message.stamp == nil { shard.perform(delivery) } else { shard.post(delivery) }
-        }
+        postElsewhere(delivery, partitions: partitions, inline: message.stamp == nil)?.perform(delivery)
     }
 
     /// Forwards a committed receipt to its room and to the devices of the message's author
