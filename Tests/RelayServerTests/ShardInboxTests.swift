@@ -48,6 +48,26 @@ final class ShardInboxTests: XCTestCase {
         XCTAssertEqual(shard.pendingDeliveries, 0)
     }
 
+    /// A batch flushes the sockets it wrote to when it ends, in the same task: a task queued on
+    /// the loop while the batch ran finds them flushed already (no second task walks them).
+    func testABatchFlushesItsSocketsBeforeTheLoopRunsAnythingElse() {
+        let loop = EmbeddedEventLoop()
+        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let alice = RecordingSink(1)
+        var flushesSeenByTheTask: [Int] = []
+        let bob = TaskQueuingSink(2, loop: loop) { flushesSeenByTheTask.append(alice.flushes) }
+        shard.add(alice, user: "alice")
+        shard.add(bob, user: "bob")
+        shard.post(.user("bob", message("1")))
+        shard.post(.user("alice", message("2")))
+        shard.post(.user("alice", message("3")))
+        loop.run()
+        XCTAssertEqual(alice.received, ["2", "3"])
+        XCTAssertGreaterThan(alice.flushes, 0)
+        XCTAssertEqual(flushesSeenByTheTask, [alice.flushes], "every flush happened before the next task ran")
+        XCTAssertEqual(bob.flushes, 1)
+    }
+
     /// Four threads post under one lock (as the memory broker posts a stream's events under the
     /// stream's lock): the socket gets them in exactly that order.
     func testPostsFromManyThreadsKeepTheOrderTheyWerePostedIn() throws {
@@ -78,6 +98,24 @@ final class ShardInboxTests: XCTestCase {
         let received = try done.futureResult.wait()
         XCTAssertEqual(received, Array(0..<total))
     }
+}
+
+/// A sink that queues a task on the loop when it gets a message.
+private final class TaskQueuingSink: ConnectionSink {
+    let connectionID: ConnectionID
+    let loop: EmbeddedEventLoop
+    let task: () -> Void
+    var flushes = 0
+    init(_ id: UInt64, loop: EmbeddedEventLoop, task: @escaping () -> Void) {
+        connectionID = ConnectionID(id)
+        self.loop = loop
+        self.task = task
+    }
+    func enqueue(_ message: OutboundMessage) { loop.assumeIsolated().execute(task) }
+    func flushOutbound() { flushes += 1 }
+    func close(code: UInt16, reason: String) {}
+    var isClosing: Bool { false }
+    func mayAccess(room: String) -> Bool { true }
 }
 
 /// A sink that posts a delivery to alice when it gets a message (a delivery that causes another).

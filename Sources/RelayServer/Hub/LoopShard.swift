@@ -39,14 +39,21 @@ public final class LoopShard: @unchecked Sendable {
     private func flushLater(_ sink: any ConnectionSink) {
         if flushesAtOnce { return sink.flushOutbound() }
         unflushed.append(sink)
-        guard !flushScheduled else { return }
+        // A drain flushes what it wrote when it ends: no task for that.
+        guard !flushScheduled && !draining else { return }
         flushScheduled = true
         eventLoop.execute { [self] in
             self.flushScheduled = false
-            let sinks = self.unflushed
-            self.unflushed.removeAll(keepingCapacity: true)
-            for sink in sinks { sink.flushOutbound() }
+            self.flushUnflushed()
         }
+    }
+
+    /// Flushes every socket written to since the last flush, once each.
+    private func flushUnflushed() {
+        guard !unflushed.isEmpty else { return }
+        let sinks = unflushed
+        unflushed.removeAll(keepingCapacity: true)
+        for sink in sinks { sink.flushOutbound() }
     }
 
     /// Deliveries posted from any thread (`post`), run in order by one task per batch.
@@ -63,6 +70,8 @@ public final class LoopShard: @unchecked Sendable {
 
     /// Set while a batch of one delivery runs: each socket is flushed right after its write.
     private var flushesAtOnce = false
+    /// Set while a larger batch runs: its sockets are flushed when the batch ends.
+    private var draining = false
 
     /// Runs the posted deliveries in order. Deliveries posted while it runs (a delivery that
     /// closes a slow socket may publish a presence change) go to the next batch.
@@ -70,7 +79,8 @@ public final class LoopShard: @unchecked Sendable {
     /// A batch of one delivery (moderate load: one event per iteration) flushes each socket
     /// right after writing it, while its channel is still in cache, instead of walking every
     /// recipient a second time in a flush task. A larger batch (a burst) writes everything
-    /// first so that each socket's events leave in one `writev`, then flushes.
+    /// first so that each socket's events leave in one `writev`, then flushes those sockets
+    /// when the batch ends, in the same task (no second task walks them later).
     private func drainInbox() {
         eventLoop.preconditionInEventLoop()
         var batch = self.batch
@@ -81,7 +91,10 @@ public final class LoopShard: @unchecked Sendable {
             perform(batch[0])
             flushesAtOnce = false
         } else {
+            draining = true
             for delivery in batch { perform(delivery) }
+            draining = false
+            flushUnflushed()
         }
         batch.removeAll(keepingCapacity: true)
         self.batch = batch
