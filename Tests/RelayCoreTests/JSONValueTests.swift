@@ -116,4 +116,14 @@ final class JSONValueTests: XCTestCase {
         XCTAssertEqual(JSONValue.array([1]).setting("k", to: 1), .array([1]))
         XCTAssertEqual(JSONValue.null.setting("k", to: 1), .null)
     }
+
+    /// Setting several fields at once is the same as setting them one by one (what `stamp` did).
+    func testSettingSeveralFieldsEqualsSettingThemInTurn() {
+        let v: JSONValue = .object([("ts", 0), ("from", "forged"), ("a", 1), ("from", "again"), ("b", .array([1]))])
+        let once = v.setting([("from", "alice"), ("ts", 42)])
+        XCTAssertEqual(once, v.setting("from", to: "alice").setting("ts", to: 42))
+        XCTAssertEqual(JSONWriter.string(once), #"{"a":1,"b":[1],"from":"alice","ts":42}"#)
+        XCTAssertEqual(JSONValue.string("x").setting([("k", 1)]), .string("x"))
+        XCTAssertEqual(EventValidator.stamp(v, from: "alice", ts: 42), once)
+    }
 }

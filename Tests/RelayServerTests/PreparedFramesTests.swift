@@ -39,6 +39,25 @@ final class PreparedFramesTests: XCTestCase {
         }
     }
 
+    /// The hub encodes an event straight into its frame: the packet is the bytes the Socket.IO
+    /// encoder makes, and the frame is that packet behind the shortest header.
+    func testAnEventIsEncodedIntoItsFrameInOneBuffer() throws {
+        for length in [0, 100, 125, 126, 1_000, 65_535, 65_536, 70_000] {
+            let payload: JSONValue = .object([("text", .string(String(repeating: "é", count: length / 2)))])
+            let (packet, frame) = PreparedFrames.encodeEvent("message:new", payload)
+            let expected = SocketPacket.eventMessage(name: "message:new", payload: payload)
+            XCTAssertEqual(Array(packet.readableBytesView), expected, "length \(length)")
+            let headerBytes = expected.count < 126 ? 2 : expected.count <= 65_535 ? 4 : 10
+            XCTAssertEqual(frame.readableBytes, headerBytes + expected.count)
+            XCTAssertEqual(frame, PreparedFrames(payload: packet, compressed: nil).plain, "the same bytes as framing the packet afterwards")
+            let decoded = try decode(frame)
+            XCTAssertEqual(decoded.count, 1)
+            XCTAssertEqual(decoded.first?.opcode, .text)
+            XCTAssertEqual(decoded.first?.fin, true)
+            XCTAssertEqual(decoded.first.map { Array($0.data.readableBytesView) }, expected)
+        }
+    }
+
     func testChangingTheBytesDropsTheFrames() {
         var message = OutboundMessage(bytes: ByteBuffer(string: "42[\"a\"]")).withFrames()
         XCTAssertNotNil(message.frames)

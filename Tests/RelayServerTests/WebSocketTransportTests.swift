@@ -143,6 +143,21 @@ final class WebSocketTransportTests: XCTestCase {
         XCTAssertEqual(try s.closeCode(), CloseCode.invalidPayloadData)
     }
 
+    /// The ASCII fast path and the full check agree with the standard library's validation.
+    func testUTF8CheckAcceptsValidTextAndRefusesInvalidBytes() {
+        func valid(_ bytes: [UInt8]) -> Bool { WebSocketMessageReader.isValidUTF8(ByteBuffer(bytes: bytes).readableBytesView) }
+        XCTAssertTrue(valid([]))
+        XCTAssertTrue(valid(Array("42[\"message:new\",{\"room\":\"r\"}]".utf8)))
+        XCTAssertTrue(valid(Array("é 日本 🙂".utf8)))
+        XCTAssertTrue(valid([0x7F]))
+        XCTAssertFalse(valid([0x80]), "a lone continuation byte")
+        XCTAssertFalse(valid([0x34, 0x32, 0xC3, 0x28]), "a broken two-byte sequence")
+        XCTAssertFalse(valid([0xC0, 0xAF]), "an overlong encoding")
+        XCTAssertFalse(valid([0xED, 0xA0, 0x80]), "a surrogate")
+        XCTAssertFalse(valid([0xF0, 0x9F, 0x99]), "a truncated sequence")
+        XCTAssertFalse(valid(Array("ok".utf8) + [0xFF]), "ASCII then an invalid byte")
+    }
+
     func testContinuationWithoutStartCloses1002() throws {
         let h = Harness()
         let s = try h.session()

@@ -130,6 +130,6 @@ public enum EventValidator {
     /// Adds the server-stamped `from` and `ts`, replacing any the client sent. Only those two
     /// top-level fields change: placeholders anywhere else in the payload are kept as they are.
     public static func stamp(_ payload: JSONValue, from user: String, ts: Int64) -> JSONValue {
-        payload.setting("from", to: .string(user)).setting("ts", to: .int(ts))
+        payload.setting([("from", .string(user)), ("ts", .int(ts))])
     }
 }

@@ -80,6 +80,17 @@ public enum JSONValue: Sendable, Equatable {
         pairs.append((key, value))
         return .object(pairs)
     }
+
+    /// Returns an object with each of `fields` set, replacing any existing field of those
+    /// names: one copy of the fields however many are set (`setting` per field copies each time).
+    public func setting(_ fields: [(String, JSONValue)]) -> JSONValue {
+        guard case .object(let pairs) = self else { return self }
+        var out: [(String, JSONValue)] = []
+        out.reserveCapacity(pairs.count + fields.count)
+        for pair in pairs where !fields.contains(where: { $0.0 == pair.0 }) { out.append(pair) }
+        out.append(contentsOf: fields)
+        return .object(out)
+    }
 }
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,

@@ -161,13 +161,25 @@ public struct SocketPacket: Equatable, Sendable {
 extension SocketPacket {
     /// `42["name",payload]`: an event as an Engine.IO message.
     public static func eventMessage(name: String, payload: JSONValue) -> [UInt8] {
-        var out: [UInt8] = [UInt8(ascii: "4"), UInt8(ascii: "2"), UInt8(ascii: "[")]
+        var out: [UInt8] = []
+        out.reserveCapacity(typicalEventBytes)
+        writeEventMessage(name: name, payload: payload, into: &out)
+        return out
+    }
+
+    /// Appends `42["name",payload]` to `out` (after whatever it holds: a caller may keep room
+    /// for a frame header there).
+    public static func writeEventMessage(name: String, payload: JSONValue, into out: inout [UInt8]) {
+        out.append(contentsOf: [UInt8(ascii: "4"), UInt8(ascii: "2"), UInt8(ascii: "[")])
         JSONWriter.writeString(name, into: &out)
         out.append(UInt8(ascii: ","))
         JSONWriter.write(payload, into: &out)
         out.append(UInt8(ascii: "]"))
-        return out
     }
+
+    /// Capacity reserved for an encoded event: most chat events fit, so the buffer is allocated
+    /// once instead of growing several times.
+    public static let typicalEventBytes = 256
 
     /// `43<id>[payload]`: an acknowledgement as an Engine.IO message.
     public static func ackMessage(id: Int64, payload: JSONValue) -> [UInt8] {

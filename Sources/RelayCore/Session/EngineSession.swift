@@ -115,7 +115,13 @@ public struct EngineSession: Sendable {
 
     /// When `tick` must be called next (monotonic ms), if ever.
     public var nextDeadline: Int64? {
-        [nextPingAt, pongDeadline, connectDeadline, upgradeDeadline, expiryNoticeAt, expiryAt].compactMap { $0 }.min()
+        // Read after every packet: compared in place, no array.
+        func earlier(_ a: Int64?, _ b: Int64?) -> Int64? {
+            guard let a else { return b }
+            guard let b else { return a }
+            return min(a, b)
+        }
+        return earlier(earlier(earlier(nextPingAt, pongDeadline), earlier(connectDeadline, upgradeDeadline)), earlier(expiryNoticeAt, expiryAt))
     }
 
     // MARK: Lifecycle

@@ -72,12 +72,15 @@ extension Hub {
     /// Encodes an event once; compresses it once too when deflate clients are connected and
     /// it is over the threshold.
     func makeMessage(_ name: String, _ payload: JSONValue, coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey? = nil, durable: Bool = false, deflateClients: Int) -> OutboundMessage {
-        var message = OutboundMessage(bytes: OutboundMessage.event(name, payload), coalesceKey: coalesceKey, durable: durable)
+        // The packet and its WebSocket frame are one buffer, made here once.
+        let (packet, frame) = PreparedFrames.encodeEvent(name, payload)
+        var message = OutboundMessage(bytes: packet, coalesceKey: coalesceKey, durable: durable)
         message.label = RelayMetrics.label(for: name)
         message.createdAt = NIODeadline.now().uptimeNanoseconds
-        if deflateClients > 0, message.bytes.readableBytes >= configuration.deflateThresholdBytes {
-            message.compressed = deflaters.compress(message.bytes)
+        if deflateClients > 0, packet.readableBytes >= configuration.deflateThresholdBytes {
+            message.compressed = deflaters.compress(packet)
         }
+        message.frames = PreparedFrames(plainFrame: frame, compressed: message.compressed)
         return message
     }
 

@@ -84,8 +84,9 @@ public struct OutboundMessage: Sendable {
             box.frames = nil
         }
     }
-    /// The whole WebSocket frames of `bytes` and `compressed`, made once per fan-out
-    /// (`prepareFrames`) just before the hand-off to the loops.
+    /// The whole WebSocket frames of `bytes` and `compressed`, made once per fan-out: with the
+    /// packet when the hub encodes an event (one buffer for both), else by `prepareFrames`
+    /// just before the hand-off to the loops.
     public var frames: PreparedFrames? {
         get { box.frames }
         set { unique.frames = newValue }
@@ -147,13 +148,5 @@ public struct OutboundMessage: Sendable {
         var message = self
         message.prepareFrames()
         return message
-    }
-
-    /// Encodes `42["name",payload]` once.
-    public static func event(_ name: String, _ payload: JSONValue, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
-        let bytes = SocketPacket.eventMessage(name: name, payload: payload)
-        var buffer = allocator.buffer(capacity: bytes.count)
-        buffer.writeBytes(bytes)
-        return buffer
     }
 }

@@ -1,4 +1,5 @@
 import NIOCore
+import RelayCore
 
 /// A message's whole WebSocket text frames — header and payload, unmasked as server frames
 /// are — built once per fan-out and written as they are to every recipient, past NIO's frame
@@ -15,11 +16,51 @@ public final class PreparedFrames: Sendable {
         self.compressed = compressed.map { Self.textFrame($0, rsv1: true, allocator: allocator) }
     }
 
-    /// One final text frame (RFC 6455 §5.2): FIN, RSV1 for a compressed message, no mask, and
-    /// the shortest length encoding.
-    static func textFrame(_ payload: ByteBuffer, rsv1: Bool, allocator: ByteBufferAllocator) -> ByteBuffer {
-        let length = payload.readableBytes
-        var frame = allocator.buffer(capacity: length + 10)
+    /// Frames around a plain frame already made (`encodeEvent`), and the compressed payload's.
+    init(plainFrame: ByteBuffer, compressed: ByteBuffer?, allocator: ByteBufferAllocator = ByteBufferAllocator()) {
+        self.plain = plainFrame
+        self.compressed = compressed.map { Self.textFrame($0, rsv1: true, allocator: allocator) }
+    }
+
+    /// The longest header of a server frame: 2 bytes, a 64-bit length, no mask.
+    static let maxHeaderBytes = 10
+
+    /// Encodes `42["name",payload]` straight into its text frame, in one buffer: `frame` is the
+    /// header and the packet, `packet` a view of the same storage without the header. One
+    /// allocation per fan-out instead of a packet buffer and a second one for the frame.
+    static func encodeEvent(_ name: String, _ payload: JSONValue, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> (packet: ByteBuffer, frame: ByteBuffer) {
+        var out: [UInt8] = []
+        out.reserveCapacity(maxHeaderBytes + SocketPacket.typicalEventBytes)
+        out.append(contentsOf: repeatElement(0, count: maxHeaderBytes))
+        SocketPacket.writeEventMessage(name: name, payload: payload, into: &out)
+        let length = out.count - maxHeaderBytes
+        // The header goes right before the packet, in the room kept for it.
+        let start: Int
+        if length < 126 {
+            start = maxHeaderBytes - 2
+            out[start + 1] = UInt8(truncatingIfNeeded: length)
+        } else if length <= Int(UInt16.max) {
+            start = maxHeaderBytes - 4
+            out[start + 1] = 126
+            out[start + 2] = UInt8(truncatingIfNeeded: length >> 8)
+            out[start + 3] = UInt8(truncatingIfNeeded: length)
+        } else {
+            start = 0
+            out[1] = 127
+            for i in 0..<8 { out[2 + i] = UInt8(truncatingIfNeeded: UInt64(length) >> (8 * (7 - i))) }
+        }
+        out[start] = 0x81
+        var frame = allocator.buffer(capacity: out.count - start)
+        frame.writeBytes(out[start...])
+        // The packet shares the frame's storage (a slice: no copy).
+        let headerBytes = maxHeaderBytes - start
+        let packet = frame.getSlice(at: frame.readerIndex + headerBytes, length: length) ?? ByteBuffer(bytes: out[maxHeaderBytes...])
+        return (packet, frame)
+    }
+
+    /// A final text frame's header (RFC 6455 §5.2): FIN, RSV1 for a compressed message, no
+    /// mask, and the shortest length encoding.
+    static func writeHeader(length: Int, rsv1: Bool, into frame: inout ByteBuffer) {
         frame.writeInteger(UInt8(0x81 | (rsv1 ? 0x40 : 0)))
         if length < 126 {
             frame.writeInteger(UInt8(truncatingIfNeeded: length))
@@ -30,6 +71,14 @@ public final class PreparedFrames: Sendable {
             frame.writeInteger(UInt8(127))
             frame.writeInteger(UInt64(truncatingIfNeeded: length))
         }
+    }
+
+    /// One final text frame (RFC 6455 §5.2): FIN, RSV1 for a compressed message, no mask, and
+    /// the shortest length encoding.
+    static func textFrame(_ payload: ByteBuffer, rsv1: Bool, allocator: ByteBufferAllocator) -> ByteBuffer {
+        let length = payload.readableBytes
+        var frame = allocator.buffer(capacity: length + maxHeaderBytes)
+        writeHeader(length: length, rsv1: rsv1, into: &frame)
         var payload = payload
         frame.writeBuffer(&payload)
         return frame

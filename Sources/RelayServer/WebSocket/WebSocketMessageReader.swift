@@ -98,9 +98,22 @@ struct WebSocketMessageReader {
                 }
             }
         }
-        if opcode == .text, String(validating: message.readableBytesView, as: UTF8.self) == nil {
+        if opcode == .text, !Self.isValidUTF8(message.readableBytesView) {
             return .fail(CloseCode.invalidPayloadData, "invalid UTF-8")
         }
         return .message(opcode, message)
+    }
+
+    /// Whether `bytes` are valid UTF-8. ASCII (most events) is checked in place, without making
+    /// a `String` (an allocation and a copy per message); anything else is validated by the
+    /// standard library.
+    static func isValidUTF8(_ bytes: ByteBufferView) -> Bool {
+        let ascii = bytes.withContiguousStorageIfAvailable { buffer -> Bool in
+            var high: UInt8 = 0
+            for byte in buffer { high |= byte }
+            return high < 0x80
+        }
+        if ascii == true { return true }
+        return String(validating: bytes, as: UTF8.self) != nil
     }
 }
