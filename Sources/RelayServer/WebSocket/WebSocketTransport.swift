@@ -167,7 +167,15 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     // MARK: Outbound
 
     func send(_ message: OutboundMessage) {
-        guard !closing, let context else { return }
+        guard !closing else { return }
+        // The fan-out's path: a ready-made frame, written from the encoder's context. It touches
+        // no other object of this socket's (in a room of thousands each one is a cache miss).
+        if writable && outbound.isEmpty, let rawContext, let frame = preparedFrame(for: message) {
+            rawContext.write(NIOAny(frame), promise: nil)
+            needsFlush = true
+            return
+        }
+        guard let context else { return }
         if writable && outbound.isEmpty {
             write(message, context: context)
             return
@@ -222,9 +230,14 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     }
 
     func flush() {
-        guard needsFlush, let context else { return }
-        needsFlush = false
-        (rawContext ?? context).flush()
+        guard needsFlush else { return }
+        if let rawContext {
+            needsFlush = false
+            rawContext.flush()
+        } else if let context {
+            needsFlush = false
+            context.flush()
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
