@@ -163,18 +163,12 @@ extension SocketPacket {
     public static func eventMessage(name: String, payload: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(typicalEventBytes)
-        writeEventMessage(name: name, payload: payload, into: &out)
-        return out
-    }
-
-    /// Appends `42["name",payload]` to `out` (after whatever it holds: a caller may keep room
-    /// for a frame header there).
-    public static func writeEventMessage(name: String, payload: JSONValue, into out: inout [UInt8]) {
         out.append(contentsOf: [UInt8(ascii: "4"), UInt8(ascii: "2"), UInt8(ascii: "[")])
         JSONWriter.writeString(name, into: &out)
         out.append(UInt8(ascii: ","))
         JSONWriter.write(payload, into: &out)
         out.append(UInt8(ascii: "]"))
+        return out
     }
 
     /// Capacity reserved for an encoded event: most chat events fit, so the buffer is allocated

@@ -48,7 +48,8 @@ public final class LoopShard: @unchecked Sendable {
         }
     }
 
-    /// Flushes every socket written to since the last flush, once each.
+    /// Flushes every socket written to since the last flush (a socket written twice is asked
+    /// twice; the second flush finds nothing pending).
     private func flushUnflushed() {
         guard !unflushed.isEmpty else { return }
         let sinks = unflushed

@@ -27,34 +27,15 @@ public final class PreparedFrames: Sendable {
 
     /// Encodes `42["name",payload]` straight into its text frame, in one buffer: `frame` is the
     /// header and the packet, `packet` a view of the same storage without the header. One
-    /// allocation per fan-out instead of a packet buffer and a second one for the frame.
+    /// buffer per fan-out instead of a packet buffer and a second one for the frame.
     static func encodeEvent(_ name: String, _ payload: JSONValue, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> (packet: ByteBuffer, frame: ByteBuffer) {
-        var out: [UInt8] = []
-        out.reserveCapacity(maxHeaderBytes + SocketPacket.typicalEventBytes)
-        out.append(contentsOf: repeatElement(0, count: maxHeaderBytes))
-        SocketPacket.writeEventMessage(name: name, payload: payload, into: &out)
-        let length = out.count - maxHeaderBytes
-        // The header goes right before the packet, in the room kept for it.
-        let start: Int
-        if length < 126 {
-            start = maxHeaderBytes - 2
-            out[start + 1] = UInt8(truncatingIfNeeded: length)
-        } else if length <= Int(UInt16.max) {
-            start = maxHeaderBytes - 4
-            out[start + 1] = 126
-            out[start + 2] = UInt8(truncatingIfNeeded: length >> 8)
-            out[start + 3] = UInt8(truncatingIfNeeded: length)
-        } else {
-            start = 0
-            out[1] = 127
-            for i in 0..<8 { out[2 + i] = UInt8(truncatingIfNeeded: UInt64(length) >> (8 * (7 - i))) }
-        }
-        out[start] = 0x81
-        var frame = allocator.buffer(capacity: out.count - start)
-        frame.writeBytes(out[start...])
+        let bytes = SocketPacket.eventMessage(name: name, payload: payload)
+        var frame = allocator.buffer(capacity: maxHeaderBytes + bytes.count)
+        writeHeader(length: bytes.count, rsv1: false, into: &frame)
+        let headerBytes = frame.readableBytes
+        frame.writeBytes(bytes)
         // The packet shares the frame's storage (a slice: no copy).
-        let headerBytes = maxHeaderBytes - start
-        let packet = frame.getSlice(at: frame.readerIndex + headerBytes, length: length) ?? ByteBuffer(bytes: out[maxHeaderBytes...])
+        let packet = frame.getSlice(at: frame.readerIndex + headerBytes, length: bytes.count) ?? ByteBuffer(bytes: bytes)
         return (packet, frame)
     }
 

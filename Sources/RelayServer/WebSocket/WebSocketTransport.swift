@@ -168,13 +168,9 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     func send(_ message: OutboundMessage) {
         guard !closing else { return }
-        // The fan-out's path: a ready-made frame, written from the encoder's context. It touches
-        // no other object of this socket's (in a room of thousands each one is a cache miss).
-        if writable && outbound.isEmpty, let rawContext, let frame = preparedFrame(for: message) {
-            rawContext.write(NIOAny(frame), promise: nil)
-            needsFlush = true
-            return
-        }
+        // The fan-out's path, before the transport's own context is even read: in a room of
+        // thousands every object a delivery touches is a cache miss.
+        if writable && outbound.isEmpty && writeReadyFrame(message) { return }
         guard let context else { return }
         if writable && outbound.isEmpty {
             write(message, context: context)
@@ -192,16 +188,21 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// Writes a message's frames: its text frame, then a binary packet's attachments, each one
     /// binary frame, with nothing in between.
     private func write(_ message: OutboundMessage, context: ChannelHandlerContext) {
-        if let rawContext, let frame = preparedFrame(for: message) {
-            rawContext.write(NIOAny(frame), promise: nil)
-            needsFlush = true
-            return
-        }
+        if writeReadyFrame(message) { return }
         context.write(wrapOutboundOut(frame(for: message, allocator: context.channel.allocator)), promise: nil)
         for attachment in message.attachments {
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: attachment)), promise: nil)
         }
         needsFlush = true
+    }
+
+    /// Writes the fan-out's ready-made frame from the encoder's context; `false` when this
+    /// socket needs a frame of its own.
+    private func writeReadyFrame(_ message: OutboundMessage) -> Bool {
+        guard let rawContext, let frame = preparedFrame(for: message) else { return false }
+        rawContext.write(NIOAny(frame), promise: nil)
+        needsFlush = true
+        return true
     }
 
     /// The fan-out's ready-made frame for this socket: the compressed one when this client
