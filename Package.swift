@@ -34,6 +34,9 @@ let package = Package(
         ),
         // zlib from the system (zlib1g-dev), for permessage-deflate.
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // The CPU's prefetch hint (`__builtin_prefetch`), which Swift does not expose: the
+        // fan-out walk asks for the next sockets' objects while it writes the current one.
+        .target(name: "CPrefetch"),
         // Durable delivery receipts: SQLite through GRDB, group commit on its own thread.
         .target(
             name: "RelayStore",
@@ -63,6 +66,7 @@ let package = Package(
                 "RelayStore",
                 "RelayRedis",
                 "CZlib",
+                "CPrefetch",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -12,4 +12,10 @@ protocol SessionTransport: AnyObject {
     func close(code: UInt16, reason: String)
     /// CONNECT succeeded: lift the pre-authentication limits.
     func authenticated()
+    /// Asks the CPU for the objects a write touches, just before a fan-out writes (`Prefetch`).
+    func prefetchChannel()
+}
+
+extension SessionTransport {
+    func prefetchChannel() {}
 }

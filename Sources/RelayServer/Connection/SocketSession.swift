@@ -17,7 +17,11 @@ final class SocketSession: ConnectionSink {
     let shard: LoopShard?
     var session: EngineSession
     /// The current transport; `nil` once the session ended.
-    var transport: (any SessionTransport)?
+    var transport: (any SessionTransport)? {
+        didSet { transportAddress = transport.map { Prefetch.address(of: $0) } }
+    }
+    /// The transport's address, for a fan-out to prefetch it without touching it.
+    private var transportAddress: UnsafeRawPointer?
     /// The WebSocket being probed to replace the polling transport.
     var probe: (any SessionTransport)?
     /// The user this connection registered with the hub as (set once CONNECT succeeded).
@@ -249,6 +253,14 @@ final class SocketSession: ConnectionSink {
 
     func flushOutbound() {
         transport?.flush()
+    }
+
+    func prefetchTransport() {
+        Prefetch.lines(transportAddress, count: 4)
+    }
+
+    func prefetchChannel() {
+        transport?.prefetchChannel()
     }
 
     /// Flushes once after the tasks already queued on this loop: acks completed together (a

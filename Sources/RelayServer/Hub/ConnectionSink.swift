@@ -20,9 +20,17 @@ public protocol ConnectionSink: AnyObject {
     /// looks alive (its drop not noticed yet): if the pid and user match, close this connection
     /// and keep the session for recovery now. Whether it was handed over.
     func handOver(pid: String, user: String) -> Bool
+    /// Asks the CPU for this connection's transport object, a few members before a fan-out
+    /// reaches it (`Prefetch`). Reads only this object.
+    func prefetchTransport()
+    /// Asks the CPU for the objects a write to this connection's channel touches, just before
+    /// a fan-out reaches it. Reads only this object and its transport.
+    func prefetchChannel()
 }
 
 extension ConnectionSink {
     public func handOver(pid: String, user: String) -> Bool { false }
+    public func prefetchTransport() {}
+    public func prefetchChannel() {}
     public func goAway() { close(code: 1001, reason: "server shutting down") }
 }

@@ -20,13 +20,23 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     let relay: RelayContext
     /// The upgrade request's facts, until the session that keeps them is made.
-    private var handshake: HandshakeInfo?
+    /// Boxed: 72 bytes inline would stay in every socket's transport for its whole life.
+    private var handshake: HandshakeBox?
     /// permessage-deflate, when negotiated (all the transport needs of the handshake).
     let deflate: PerMessageDeflateNegotiation?
     var context: ChannelHandlerContext?
     /// The context of NIO's frame encoder: frames made once per fan-out (`PreparedFrames`) are
     /// written from there, as plain bytes, past the encoder. `nil` without the encoder (tests).
-    private var rawContext: ChannelHandlerContext?
+    private var rawContext: ChannelHandlerContext? {
+        didSet {
+            writePathAddresses = rawContext.map {
+                (Prefetch.address(of: $0), Prefetch.address(of: $0.pipeline), Prefetch.address(of: $0.channel))
+            }
+        }
+    }
+    /// The addresses of what a write from `rawContext` touches first (its context, pipeline and
+    /// channel), for a fan-out to prefetch them without touching them.
+    private var writePathAddresses: (context: UnsafeRawPointer, pipeline: UnsafeRawPointer, channel: UnsafeRawPointer)?
     /// The channel's writability, as its last `channelWritabilityChanged` said (read per
     /// delivery: cheaper than asking the channel).
     private var writable = true
@@ -51,7 +61,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// - Parameter probeOf: the polling session this socket upgrades (its URL had a `sid`).
     init(relay: RelayContext, handshake: HandshakeInfo, frameGuard: FrameSizeGuard? = nil, probeOf: PollingSessions.Handle? = nil) {
         self.relay = relay
-        self.handshake = handshake
+        self.handshake = HandshakeBox(info: handshake)
         self.deflate = handshake.deflate
         self.frameGuard = frameGuard
         self.probeOf = probeOf
@@ -71,7 +81,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         self.shard = hub.shard(for: context.eventLoop)
         if let probeOf {
             link = SessionLink.probe(probeOf, transport: self, transportLoop: context.eventLoop)
-        } else if let handshake {
+        } else if let handshake = handshake?.info {
             let session = SocketSession(relay: relay, handshake: handshake, transport: .websocket, eventLoop: context.eventLoop)
             link = .local(session, transport: ObjectIdentifier(self))
             session.start(on: self)
@@ -230,6 +240,14 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         return WebSocketFrame(fin: true, opcode: .text, data: message.bytes)
     }
 
+    func prefetchChannel() {
+        guard let addresses = writePathAddresses else { return }
+        Prefetch.lines(addresses.context, count: 2)
+        Prefetch.lines(addresses.pipeline, count: 2)
+        // The channel holds the socket, its pending writes and their bookkeeping.
+        Prefetch.lines(addresses.channel, count: 8)
+    }
+
     func flush() {
         guard needsFlush else { return }
         if let rawContext {
@@ -292,4 +310,10 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
             }
         }
     }
+}
+
+/// The upgrade request's facts, held by a socket's transport until its session is made.
+private final class HandshakeBox {
+    let info: HandshakeInfo
+    init(info: HandshakeInfo) { self.info = info }
 }
