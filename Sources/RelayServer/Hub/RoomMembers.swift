@@ -10,6 +10,12 @@ struct RoomMembers {
         let sink: any ConnectionSink
         /// The sink's address (`Prefetch`); valid while the member is in the list.
         let address: UnsafeRawPointer
+
+        init(_ sink: any ConnectionSink) {
+            self.id = sink.connectionID
+            self.sink = sink
+            self.address = Prefetch.address(of: sink)
+        }
     }
 
     private(set) var members: ContiguousArray<Member> = []
@@ -22,7 +28,7 @@ struct RoomMembers {
 
     /// Adds or replaces the sink of `sink.connectionID`.
     mutating func insert(_ sink: any ConnectionSink) {
-        let member = Member(id: sink.connectionID, sink: sink, address: Prefetch.address(of: sink))
+        let member = Member(sink)
         if let slot = slots[member.id] {
             members[slot] = member
         } else {
