@@ -110,6 +110,45 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(store.read(a, after: .zero, limit: 10).map(\.entries.count), .failure(.unavailable))
     }
 
+    /// Random appends over a few streams under all three limits: the store's totals always
+    /// equal what its streams hold, and each stream holds its newest events, in order.
+    func testTotalsMatchWhatTheStreamsHoldUnderRandomAppends() {
+        let limits = HistoryLimits(maxEvents: 5, maxAgeMs: 400, maxBytes: 600)
+        var store = HistoryStore<Int>(limits: limits)
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        func next(_ bound: UInt64) -> Int {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return Int(state % bound)
+        }
+        var now: Int64 = 1_000
+        var appended: [StreamKey: [(offset: StreamOffset, item: Int, bytes: Int)]] = [:]
+        for i in 0..<8_000 {
+            now += Int64(next(40))
+            let stream = StreamKey.room("r\(next(6))")
+            let size = 1 + next(90)
+            let offset = store.append(i, bytes: size, to: stream, wallMs: now)
+            appended[stream, default: []].append((offset, i, size))
+            guard i % 50 == 0 else { continue }
+            var bytes = 0
+            var events = 0
+            for (stream, list) in appended {
+                // Everything the stream holds: the page after the newest offset it lost (the
+                // first, oldest first, that can be read after), or after zero if it lost none.
+                let starts = [StreamOffset.zero] + list.map(\.offset)
+                let page = starts.lazy.compactMap { try? store.read(stream, after: $0, limit: 100).get() }.first
+                let kept = page?.entries.map(\.item) ?? []
+                let newest = list.suffix(kept.count)
+                XCTAssertLessThanOrEqual(kept.count, limits.maxEvents)
+                XCTAssertEqual(kept, newest.map(\.item), "\(stream): the newest, in order")
+                bytes += newest.reduce(0) { $0 + $1.bytes }
+                events += kept.count
+            }
+            XCTAssertEqual(store.totalBytes, bytes, "after \(i + 1) appends")
+            XCTAssertEqual(store.totalEvents, events, "after \(i + 1) appends")
+            XCTAssertLessThanOrEqual(store.totalBytes, limits.maxBytes)
+        }
+    }
+
     func testStaysBoundedUnderALongFlood() {
         var store = HistoryStore<Int>(limits: HistoryLimits(maxEvents: 10, maxAgeMs: 1_000_000, maxBytes: 1 << 30))
         for i in 0..<200_000 {

@@ -21,17 +21,29 @@ public struct HistoryStore<Item> {
 
     /// Appends an event to `stream`; returns its offset.
     public mutating func append(_ item: Item, bytes: Int, to stream: StreamKey, wallMs: Int64) -> StreamOffset {
-        var history = streams.removeValue(forKey: stream) ?? StreamHistory()
-        let offset = history.append(item, bytes: bytes, wallMs: wallMs)
-        totalBytes += bytes
-        totalEvents += 1
-        while history.entries.count > limits.maxEvents {
-            totalBytes -= history.evictOldest()
-            totalEvents -= 1
-        }
-        streams[stream] = history
+        var freedBytes = 0
+        var freedEvents = 0
+        // In place: one lookup, and the stream's entries are never copied.
+        let offset = Self.append(
+            item, bytes: bytes, wallMs: wallMs, maxEvents: limits.maxEvents, to: &streams[stream, default: StreamHistory()],
+            freedBytes: &freedBytes, freedEvents: &freedEvents)
+        totalBytes += bytes - freedBytes
+        totalEvents += 1 - freedEvents
         order.append((stream, offset, wallMs))
         trim(wallMs: wallMs)
+        return offset
+    }
+
+    /// Appends to one stream and evicts its oldest over `maxEvents`, counting what it freed.
+    private static func append(
+        _ item: Item, bytes: Int, wallMs: Int64, maxEvents: Int, to history: inout StreamHistory<Item>,
+        freedBytes: inout Int, freedEvents: inout Int
+    ) -> StreamOffset {
+        let offset = history.append(item, bytes: bytes, wallMs: wallMs)
+        while history.entries.count > maxEvents {
+            freedBytes += history.evictOldest()
+            freedEvents += 1
+        }
         return offset
     }
 
@@ -41,15 +53,16 @@ public struct HistoryStore<Item> {
         let cutoff = wallMs - limits.maxAgeMs
         while let first = order.first, first.wallMs <= cutoff || totalBytes > limits.maxBytes {
             _ = order.popFirst()
-            guard var history = streams.removeValue(forKey: first.stream) else { continue }
-            if history.entries.first?.offset == first.offset {
-                totalBytes -= history.evictOldest()
+            guard let index = streams.index(forKey: first.stream) else { continue }
+            if streams.values[index].entries.first?.offset == first.offset {
+                totalBytes -= streams.values[index].evictOldest()
                 totalEvents -= 1
             }
             // An empty stream idle for the whole window is forgotten: an offset of it is then
             // unknown (never answered partially: a new stream's head is `zero`).
-            if !(history.entries.isEmpty && Int64(clamping: history.head.ms) <= cutoff) {
-                streams[first.stream] = history
+            let history = streams.values[index]
+            if history.entries.isEmpty && Int64(clamping: history.head.ms) <= cutoff {
+                streams.remove(at: index)
             }
         }
         // Entries a stream evicted on its count limit stay in `order` until reached; keep the
