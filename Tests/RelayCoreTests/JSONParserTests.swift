@@ -276,6 +276,16 @@ final class JSONParserTests: XCTestCase {
         assertJSONError([0x7B, 0x22, 0xFE, 0x22, 0x3A, 0x31, 0x7D], .invalidUnicode(offset: 2))
         // Valid multibyte UTF-8 passes.
         XCTAssertEqual(try JSONParser.parse([0x22, 0xC3, 0xA9, 0x22]), .string("é"))
+        // ASCII (taken as it is, without the standard library's validation) up to 0x7F; one
+        // byte over it anywhere in a long string sends the string through validation.
+        var ascii: [UInt8] = (0x20...0x7E).filter { $0 != 0x22 && $0 != 0x5C }
+        ascii.append(0x7F)
+        XCTAssertEqual(try JSONParser.parse([0x22] + ascii + [0x22]), .string(String(decoding: ascii, as: UTF8.self)))
+        for position in [0, 37, ascii.count - 1] {
+            var bytes = ascii
+            bytes[position] = 0x80
+            assertJSONError([0x22] + bytes + [0x22], .invalidUnicode(offset: 1))
+        }
     }
 
     // MARK: - Depth
