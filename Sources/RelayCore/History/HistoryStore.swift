@@ -21,30 +21,13 @@ public struct HistoryStore<Item> {
 
     /// Appends an event to `stream`; returns its offset.
     public mutating func append(_ item: Item, bytes: Int, to stream: StreamKey, wallMs: Int64) -> StreamOffset {
-        var freedBytes = 0
-        var freedEvents = 0
         // In place: one lookup, and the stream's entries are never copied.
-        let offset = Self.append(
-            item, bytes: bytes, wallMs: wallMs, maxEvents: limits.maxEvents, to: &streams[stream, default: StreamHistory()],
-            freedBytes: &freedBytes, freedEvents: &freedEvents)
-        totalBytes += bytes - freedBytes
-        totalEvents += 1 - freedEvents
-        order.append((stream, offset, wallMs))
+        let appended = streams[stream, default: StreamHistory()].append(item, bytes: bytes, wallMs: wallMs, keepingAtMost: limits.maxEvents)
+        totalBytes += bytes - appended.freedBytes
+        totalEvents += 1 - appended.freedEvents
+        order.append((stream, appended.offset, wallMs))
         trim(wallMs: wallMs)
-        return offset
-    }
-
-    /// Appends to one stream and evicts its oldest over `maxEvents`, counting what it freed.
-    private static func append(
-        _ item: Item, bytes: Int, wallMs: Int64, maxEvents: Int, to history: inout StreamHistory<Item>,
-        freedBytes: inout Int, freedEvents: inout Int
-    ) -> StreamOffset {
-        let offset = history.append(item, bytes: bytes, wallMs: wallMs)
-        while history.entries.count > maxEvents {
-            freedBytes += history.evictOldest()
-            freedEvents += 1
-        }
-        return offset
+        return appended.offset
     }
 
     /// Drops what is older than the age limit or over the byte budget, and streams left with

@@ -32,6 +32,21 @@ public struct StreamHistory<Item> {
         return offset
     }
 
+    /// Appends an event, then evicts the oldest past `maxEvents`; returns its offset and what
+    /// the eviction freed.
+    public mutating func append(_ item: Item, bytes: Int, wallMs: Int64, keepingAtMost maxEvents: Int)
+        -> (offset: StreamOffset, freedBytes: Int, freedEvents: Int)
+    {
+        let offset = append(item, bytes: bytes, wallMs: wallMs)
+        var freedBytes = 0
+        var freedEvents = 0
+        while queue.count > maxEvents {
+            freedBytes += evictOldest()
+            freedEvents += 1
+        }
+        return (offset, freedBytes, freedEvents)
+    }
+
     /// Evicts the oldest event; returns its size.
     @discardableResult
     public mutating func evictOldest() -> Int {

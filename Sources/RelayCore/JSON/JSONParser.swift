@@ -234,16 +234,9 @@ public struct JSONParser {
         // it. `String(validating:)` goes through the standard library's unspecialised generic
         // path (a metadata lookup per string); it stays for everything else, which it rejects
         // when invalid instead of repairing.
-        if isASCII(buf) { return String(decoding: buf, as: UTF8.self) }
+        if ASCII.isASCII(buf) { return String(decoding: buf, as: UTF8.self) }
         guard let s = String(validating: buf, as: UTF8.self) else { throw .invalidUnicode(offset: offset) }
         return s
-    }
-
-    /// Whether every byte is below 0x80 (an OR over the bytes, which the compiler vectorises).
-    private static func isASCII(_ buf: UnsafeBufferPointer<UInt8>) -> Bool {
-        var high: UInt8 = 0
-        for byte in buf { high |= byte }
-        return high < 0x80
     }
 
     /// The byte at `index`, or `nil` at the end of the input.

@@ -108,12 +108,7 @@ struct WebSocketMessageReader {
     /// a `String` (an allocation and a copy per message); anything else is validated by the
     /// standard library.
     static func isValidUTF8(_ bytes: ByteBufferView) -> Bool {
-        let ascii = bytes.withContiguousStorageIfAvailable { buffer -> Bool in
-            var high: UInt8 = 0
-            for byte in buffer { high |= byte }
-            return high < 0x80
-        }
-        if ascii == true { return true }
+        if bytes.withContiguousStorageIfAvailable(ASCII.isASCII) == true { return true }
         return String(validating: bytes, as: UTF8.self) != nil
     }
 }

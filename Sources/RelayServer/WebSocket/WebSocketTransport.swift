@@ -178,14 +178,14 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     func send(_ message: OutboundMessage) {
         guard !closing else { return }
-        // The fan-out's path, before the transport's own context is even read: in a room of
-        // thousands every object a delivery touches is a cache miss.
-        if writable && outbound.isEmpty && writeReadyFrame(message) { return }
-        guard let context else { return }
         if writable && outbound.isEmpty {
-            write(message, context: context)
+            // The fan-out's path, before the transport's own context is even read: in a room of
+            // thousands every object a delivery touches is a cache miss.
+            if writeReadyFrame(message) { return }
+            if let context { writeOwnFrame(message, context: context) }
             return
         }
+        guard context != nil else { return }
         switch outbound.enqueue(message, bytes: message.byteCount, key: message.coalesceKey) {
         case .queued: break
         case .replaced: hub.metrics.coalesced.increment()
@@ -199,6 +199,12 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// binary frame, with nothing in between.
     private func write(_ message: OutboundMessage, context: ChannelHandlerContext) {
         if writeReadyFrame(message) { return }
+        writeOwnFrame(message, context: context)
+    }
+
+    /// Writes a message that has no ready-made frame for this socket (its own packets, a binary
+    /// event, a deflate window of its own) through NIO's frame encoder.
+    private func writeOwnFrame(_ message: OutboundMessage, context: ChannelHandlerContext) {
         context.write(wrapOutboundOut(frame(for: message, allocator: context.channel.allocator)), promise: nil)
         for attachment in message.attachments {
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: attachment)), promise: nil)
