@@ -1,30 +1,6 @@
 #!/usr/bin/env bash
-# Installs the system packages the tests need when they are missing (a bare machine has only
-# the Swift toolchain, python3 and pip): SQLite and zlib headers, openssl, redis-server,
-# chromium, haproxy, nginx. Debian/Ubuntu only; needs root (or sudo) the first time. Services
-# are installed without being started: the tests start their own on 127.0.0.1.
+# Installs the system packages the tests need when they are missing: the build's SQLite and
+# zlib headers, openssl, redis-server, chromium, haproxy, nginx.
 set -euo pipefail
-
-PACKAGES=(libsqlite3-dev zlib1g-dev openssl redis-server chromium haproxy nginx-light)
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-SUDO=()
-if [ "$(id -u)" != 0 ]; then
-  command -v sudo >/dev/null || { echo "install as root: apt-get install ${missing[*]}" >&2; exit 1; }
-  SUDO=(sudo)
-fi
-echo "installing: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-created_policy=0
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-  printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee /usr/sbin/policy-rc.d >/dev/null
-  "${SUDO[@]}" chmod +x /usr/sbin/policy-rc.d
-  created_policy=1
-fi
-"${SUDO[@]}" apt-get update -qq
-"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-if [ "$created_policy" = 1 ]; then "${SUDO[@]}" rm -f /usr/sbin/policy-rc.d; fi
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/install-packages.sh libsqlite3-dev zlib1g-dev openssl redis-server chromium haproxy nginx-light
