@@ -68,6 +68,56 @@ final class ShardInboxTests: XCTestCase {
         XCTAssertEqual(bob.flushes, 1)
     }
 
+    /// A batch of events to different rooms writes each socket once: each socket is flushed
+    /// right after its write (hot), not in a second walk when the batch ends.
+    func testABatchForDifferentRoomsFlushesEachSocketRightAfterItsWrite() {
+        let loop = EmbeddedEventLoop()
+        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let log = EventLog()
+        let alice = LoggingSink(1, log)
+        let bob = LoggingSink(2, log)
+        shard.add(alice, user: "alice")
+        shard.add(bob, user: "bob")
+        shard.join(room: "a", alice)
+        shard.join(room: "b", bob)
+        shard.post(.room("a", message("1"), excludeConnection: nil, excludeUser: nil))
+        shard.post(.room("b", message("2"), excludeConnection: nil, excludeUser: nil))
+        loop.run()
+        XCTAssertEqual(log.entries, ["write 1 to 1", "flush 1", "write 2 to 2", "flush 2"])
+    }
+
+    /// Two events for one room in a batch (a burst): both are written first, then each socket
+    /// is flushed once, so its two events leave in one `writev`.
+    func testABatchWithTwoEventsForARoomJoinsEachSocketsWritesIntoOneFlush() {
+        let loop = EmbeddedEventLoop()
+        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let log = EventLog()
+        let alice = LoggingSink(1, log)
+        let bob = LoggingSink(2, log)
+        shard.add(alice, user: "alice")
+        shard.add(bob, user: "bob")
+        shard.join(room: "r", alice)
+        shard.join(room: "r", bob)
+        shard.post(.room("r", message("1"), excludeConnection: nil, excludeUser: nil))
+        shard.post(.room("r", message("2"), excludeConnection: nil, excludeUser: nil))
+        loop.run()
+        XCTAssertEqual(Array(log.entries.prefix(4)).sorted(), ["write 1 to 1", "write 1 to 2", "write 2 to 1", "write 2 to 2"])
+        XCTAssertEqual(log.entries.filter { $0.hasPrefix("flush") }.count, 4, "each socket was in the flush list twice")
+        XCTAssertTrue(log.entries.suffix(4).allSatisfy { $0.hasPrefix("flush") }, "no flush before the batch's writes were all done")
+    }
+
+    func testWhichBatchesWriteEachSocketOnce() {
+        func room(_ r: String) -> ShardDelivery { .room(r, message("x"), excludeConnection: nil, excludeUser: nil) }
+        XCTAssertTrue(LoopShard.writesEachSocketOnce([room("a")]))
+        XCTAssertTrue(LoopShard.writesEachSocketOnce([.user("u", message("x"))]), "one delivery of any kind")
+        XCTAssertTrue(LoopShard.writesEachSocketOnce([room("a"), room("b"), room("c")]))
+        XCTAssertFalse(LoopShard.writesEachSocketOnce([room("a"), room("b"), room("a")]))
+        XCTAssertFalse(LoopShard.writesEachSocketOnce([room("a"), .user("u", message("x"))]), "a user's sockets may be in the room")
+        let many = (0...LoopShard.maxFlushAtOnceBatch).map { room("r\($0)") }
+        XCTAssertFalse(LoopShard.writesEachSocketOnce(many), "a batch this large means the loop fell behind: join the flushes")
+        XCTAssertTrue(LoopShard.writesEachSocketOnce(Array(many.dropLast())))
+    }
+
     /// Four threads post under one lock (as the memory broker posts a stream's events under the
     /// stream's lock): the socket gets them in exactly that order.
     func testPostsFromManyThreadsKeepTheOrderTheyWerePostedIn() throws {
@@ -150,6 +200,26 @@ private final class CountingSink: ConnectionSink, @unchecked Sendable {
         if received.count == expected { done.succeed(received) }
     }
     func flushOutbound() {}
+    func close(code: UInt16, reason: String) {}
+    var isClosing: Bool { false }
+    func mayAccess(room: String) -> Bool { true }
+}
+
+/// What the sinks of a test did, in order (loop-confined).
+private final class EventLog {
+    var entries: [String] = []
+}
+
+/// Logs each write and flush to a shared log, to check their order across sockets.
+private final class LoggingSink: ConnectionSink {
+    let connectionID: ConnectionID
+    let log: EventLog
+    init(_ id: UInt64, _ log: EventLog) {
+        connectionID = ConnectionID(id)
+        self.log = log
+    }
+    func enqueue(_ message: OutboundMessage) { log.entries.append("write \(String(buffer: message.bytes)) to \(connectionID.raw)") }
+    func flushOutbound() { log.entries.append("flush \(connectionID.raw)") }
     func close(code: UInt16, reason: String) {}
     var isClosing: Bool { false }
     func mayAccess(room: String) -> Bool { true }
