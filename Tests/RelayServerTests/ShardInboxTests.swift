@@ -68,18 +68,24 @@ final class ShardInboxTests: XCTestCase {
         XCTAssertEqual(bob.flushes, 1)
     }
 
-    /// A batch of events to different rooms writes each socket once: each socket is flushed
-    /// right after its write (hot), not in a second walk when the batch ends.
-    func testABatchForDifferentRoomsFlushesEachSocketRightAfterItsWrite() {
+    /// Sockets 1 and 2 on one shard, in rooms `first` and `second`, logging their writes and
+    /// flushes to one log.
+    fileprivate func twoLoggingSockets(inRooms first: String, _ second: String) -> (EmbeddedEventLoop, LoopShard, EventLog) {
         let loop = EmbeddedEventLoop()
         let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
         let log = EventLog()
-        let alice = LoggingSink(1, log)
-        let bob = LoggingSink(2, log)
-        shard.add(alice, user: "alice")
-        shard.add(bob, user: "bob")
-        shard.join(room: "a", alice)
-        shard.join(room: "b", bob)
+        for (id, room) in [(UInt64(1), first), (2, second)] {
+            let sink = LoggingSink(id, log)
+            shard.add(sink, user: "user\(id)")
+            shard.join(room: room, sink)
+        }
+        return (loop, shard, log)
+    }
+
+    /// A batch of events to different rooms writes each socket once: each socket is flushed
+    /// right after its write (hot), not in a second walk when the batch ends.
+    func testABatchForDifferentRoomsFlushesEachSocketRightAfterItsWrite() {
+        let (loop, shard, log) = twoLoggingSockets(inRooms: "a", "b")
         shard.post(.room("a", message("1"), excludeConnection: nil, excludeUser: nil))
         shard.post(.room("b", message("2"), excludeConnection: nil, excludeUser: nil))
         loop.run()
@@ -89,15 +95,7 @@ final class ShardInboxTests: XCTestCase {
     /// Two events for one room in a batch (a burst): both are written first, then each socket
     /// is flushed once, so its two events leave in one `writev`.
     func testABatchWithTwoEventsForARoomJoinsEachSocketsWritesIntoOneFlush() {
-        let loop = EmbeddedEventLoop()
-        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
-        let log = EventLog()
-        let alice = LoggingSink(1, log)
-        let bob = LoggingSink(2, log)
-        shard.add(alice, user: "alice")
-        shard.add(bob, user: "bob")
-        shard.join(room: "r", alice)
-        shard.join(room: "r", bob)
+        let (loop, shard, log) = twoLoggingSockets(inRooms: "r", "r")
         shard.post(.room("r", message("1"), excludeConnection: nil, excludeUser: nil))
         shard.post(.room("r", message("2"), excludeConnection: nil, excludeUser: nil))
         loop.run()
