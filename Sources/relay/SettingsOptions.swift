@@ -23,7 +23,9 @@ struct SettingsOptions: ParsableArguments {
     @Option(name: .customLong("max-connect-payload"), help: "Largest inbound message or frame before CONNECT succeeded, bytes; larger: close 1009 (default 16384).") var maxConnectPayload: Int?
     @Option(name: .customLong("connect-timeout"), help: "Time to send CONNECT after the socket opens, ms (default 10000).") var connectTimeout: Int?
     @Option(name: .customLong("handshake-timeout"), help: "Time to finish an HTTP request or upgrade, ms (default 10000).") var handshakeTimeout: Int?
-    @Option(name: .customLong("max-event-bytes"), help: "Largest client event, bytes (default 65536).") var maxEventBytes: Int?
+    @Option(name: .customLong("max-event-bytes"), help: "Largest client event, bytes, as each recipient is charged: binary attachments as base64 (default 65536).") var maxEventBytes: Int?
+    @Option(name: .customLong("packets-per-second"), help: "Engine.IO packets per connection per second on any transport, pings included, burst 2×; past it: close 1008 (default 250).") var packetsPerSecond: Double?
+    @Option(name: .customLong("event-bytes-per-second"), help: "Client event bytes per connection per second, burst 2× (at least max-event-bytes); past it: rate_limited (default 262144).") var eventBytesPerSecond: Int?
     @Option(name: .customLong("events-per-second"), help: "Sustained events per second per connection (default 50).") var eventsPerSecond: Double?
     @Option(name: .customLong("event-burst"), help: "Event burst per connection (default 100).") var eventBurst: Double?
     @Option(name: .customLong("rate"), help: "Per-kind budget KIND=PER_SECOND[:BURST]; kinds: control, typing, reaction, location, receipt, custom. Repeatable.") var rates: [String] = []
@@ -46,6 +48,7 @@ struct SettingsOptions: ParsableArguments {
     @Option(name: .customLong("history-size"), help: "Recoverable events kept per room and per user (default 200; 0: no history, no recovery).") var historySize: Int?
     @Option(name: .customLong("history-ttl-ms"), help: "How long recoverable events are kept, ms (default 120000).") var historyTTLMs: Int?
     @Option(name: .customLong("history-max-bytes"), help: "Memory history of all streams together, bytes (default 268435456).") var historyMaxBytes: Int?
+    @Option(name: .customLong("history-stream-bytes"), help: "Memory history of one room or user, bytes; the newest event always stays (default 2097152).") var historyStreamBytes: Int?
     @Option(name: .customLong("recovery-window-ms"), help: "How long a dropped session can be recovered, ms (default 120000, at most the history TTL).") var recoveryWindowMs: Int?
     @Option(name: .customLong("recovery-takeover-after-ms"), help: "A reconnect with the pid of a live connection at least this old takes it over, ms (default 1000).") var recoveryTakeoverAfterMs: Int?
     @Option(name: .customLong("recovery-offsets"), help: "opt-in (sockets that send recover:true or a pid get offsets and a pid) or always (default opt-in).") var recoveryOffsets: String?
@@ -65,6 +68,7 @@ struct SettingsOptions: ParsableArguments {
     @Option(name: .customLong("webhook-batch-size"), help: "Webhook events per request (default 100).") var webhookBatchSize: Int?
     @Option(name: .customLong("webhook-flush-ms"), help: "Longest wait for a webhook batch to fill, ms (default 200).") var webhookFlushMs: Int?
     @Option(name: .customLong("webhook-queue-size"), help: "Webhook events waiting per URL; beyond, new ones are dropped (default 10000).") var webhookQueueSize: Int?
+    @Option(name: .customLong("webhook-queue-bytes"), help: "Bytes of webhook events waiting per URL; beyond, new ones are dropped (default 67108864).") var webhookQueueBytes: Int?
     @Option(name: .customLong("webhook-max-attempts"), help: "Attempts per webhook batch; 0 retries without end (default 12).") var webhookMaxAttempts: Int?
     @Option(name: .customLong("webhook-max-backoff-ms"), help: "Largest webhook retry backoff, ms (default 30000).") var webhookMaxBackoffMs: Int?
     @Option(name: .customLong("webhook-timeout-ms"), help: "Time limit of one webhook request, ms (default 10000).") var webhookTimeoutMs: Int?
@@ -82,6 +86,7 @@ struct SettingsOptions: ParsableArguments {
         put("max-connect-payload", maxConnectPayload); put("error-replies-per-second", errorRepliesPerSecond)
         put("receipts-per-user-per-second", receiptsPerUserPerSecond); put("max-pending-receipts", maxPendingReceipts); put("metrics-key", metricsKey)
         put("connect-timeout", connectTimeout); put("handshake-timeout", handshakeTimeout); put("max-event-bytes", maxEventBytes)
+        put("packets-per-second", packetsPerSecond); put("event-bytes-per-second", eventBytesPerSecond)
         put("events-per-second", eventsPerSecond); put("event-burst", eventBurst)
         if !rates.isEmpty { f["rate"] = rates.joined(separator: ",") }
         put("max-rooms-per-connection", maxRoomsPerConnection); put("max-members-per-room", maxMembersPerRoom)
@@ -92,7 +97,7 @@ struct SettingsOptions: ParsableArguments {
         if disableCustomEvents { f["disable-custom-events"] = "true" }
         put("typing-window-ms", typingWindowMs); put("typing-expiry-ms", typingExpiryMs)
         put("token-expiry-notice-ms", tokenExpiryNoticeMs); put("revocation-ttl-s", revocationTTLs)
-        put("history-size", historySize); put("history-ttl-ms", historyTTLMs); put("history-max-bytes", historyMaxBytes)
+        put("history-size", historySize); put("history-ttl-ms", historyTTLMs); put("history-max-bytes", historyMaxBytes); put("history-stream-bytes", historyStreamBytes)
         put("recovery-window-ms", recoveryWindowMs); put("recovery-offsets", recoveryOffsets)
         put("recovery-takeover-after-ms", recoveryTakeoverAfterMs)
         put("tls-cert", tlsCert); put("tls-key", tlsKey)
@@ -100,7 +105,7 @@ struct SettingsOptions: ParsableArguments {
         put("deflate-threshold", deflateThreshold); put("echo-path", echoPath); put("drain-rate", drainRate); put("shutdown-timeout", shutdownTimeout)
         if !webhookURLs.isEmpty { f["webhook-url"] = webhookURLs.joined(separator: ",") }
         put("webhook-secret", webhookSecret); put("webhook-events", webhookEvents); put("webhook-batch-size", webhookBatchSize)
-        put("webhook-flush-ms", webhookFlushMs); put("webhook-queue-size", webhookQueueSize); put("webhook-max-attempts", webhookMaxAttempts)
+        put("webhook-flush-ms", webhookFlushMs); put("webhook-queue-size", webhookQueueSize); put("webhook-queue-bytes", webhookQueueBytes); put("webhook-max-attempts", webhookMaxAttempts)
         put("webhook-max-backoff-ms", webhookMaxBackoffMs); put("webhook-timeout-ms", webhookTimeoutMs)
         put("redis", redis); put("node-id", nodeID); put("cluster-heartbeat-ms", clusterHeartbeatMs); put("log-level", logLevel); put("log-format", logFormat)
         return f

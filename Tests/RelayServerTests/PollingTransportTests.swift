@@ -30,7 +30,7 @@ final class PollingTransportTests: XCTestCase {
     }
 
     func testAHeldPollIsAnsweredOnFlushWithPacketsJoinedByRecordSeparators() throws {
-        let t = PollingTransport(eventLoop: loop, hardLimitBytes: 1 << 20, holdMs: 45_000)
+        let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 4096, holdMs: 45_000)
         let get = loop.makePromise(of: HTTPResponse.self)
         t.poll(get)
         XCTAssertNil(try body(get.futureResult), "nothing to take: held")
@@ -42,7 +42,7 @@ final class PollingTransportTests: XCTestCase {
     }
 
     func testAPollTakesWhatIsBufferedAtOnce() throws {
-        let t = PollingTransport(eventLoop: loop, hardLimitBytes: 1 << 20, holdMs: 45_000)
+        let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 4096, holdMs: 45_000)
         t.send(message("40{\"sid\":\"x\"}"))
         let get = loop.makePromise(of: HTTPResponse.self)
         t.poll(get)
@@ -50,7 +50,7 @@ final class PollingTransportTests: XCTestCase {
     }
 
     func testTwoPollsAtOnceAreAProtocolError() throws {
-        let t = PollingTransport(eventLoop: loop, hardLimitBytes: 1 << 20, holdMs: 45_000)
+        let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 4096, holdMs: 45_000)
         var violation: UInt16?
         t.onViolation = { code, _ in violation = code }
         let first = loop.makePromise(of: HTTPResponse.self)
@@ -65,7 +65,7 @@ final class PollingTransportTests: XCTestCase {
     }
 
     func testTheBufferIsBounded() {
-        let t = PollingTransport(eventLoop: loop, hardLimitBytes: 100, holdMs: 45_000)
+        let t = PollingTransport(eventLoop: loop, softLimitBytes: 100, hardLimitBytes: 100, maxMessages: 4096, holdMs: 45_000)
         var violation: UInt16?
         t.onViolation = { code, _ in violation = code }
         for _ in 0..<5 { t.send(message(String(repeating: "x", count: 30))) }
@@ -73,7 +73,7 @@ final class PollingTransportTests: XCTestCase {
     }
 
     func testCloseAnswersTheHeldPollWithTheClosePacket() throws {
-        let t = PollingTransport(eventLoop: loop, hardLimitBytes: 1 << 20, holdMs: 45_000)
+        let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 4096, holdMs: 45_000)
         var closed = false
         t.onClosed = { closed = true }
         let get = loop.makePromise(of: HTTPResponse.self)
@@ -89,7 +89,7 @@ final class PollingTransportTests: XCTestCase {
     }
 
     func testCloseWithoutAHeldPollIsOwedToTheNextOne() throws {
-        let t = PollingTransport(eventLoop: loop, hardLimitBytes: 1 << 20, holdMs: 45_000)
+        let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 4096, holdMs: 45_000)
         t.close(code: CloseCode.goingAway, reason: "bye")
         let get = loop.makePromise(of: HTTPResponse.self)
         t.poll(get)
@@ -97,7 +97,7 @@ final class PollingTransportTests: XCTestCase {
     }
 
     func testUpgradeReleasesPollsWithNoopsAndHandsOverWhatIsUnsent() throws {
-        let t = PollingTransport(eventLoop: loop, hardLimitBytes: 1 << 20, holdMs: 45_000)
+        let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 4096, holdMs: 45_000)
         let held = loop.makePromise(of: HTTPResponse.self)
         t.poll(held)
         t.releasePendingPoll()
@@ -112,7 +112,7 @@ final class PollingTransportTests: XCTestCase {
     }
 
     func testAHeldPollIsReleasedAtTheLatestAfterItsHoldTime() throws {
-        let t = PollingTransport(eventLoop: loop, hardLimitBytes: 1 << 20, holdMs: 1000)
+        let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 4096, holdMs: 1000)
         let get = loop.makePromise(of: HTTPResponse.self)
         t.poll(get)
         loop.advanceTime(by: .milliseconds(999))

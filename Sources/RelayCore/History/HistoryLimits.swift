@@ -1,14 +1,17 @@
-/// How much history is kept: per stream the last `maxEvents` events no older than `maxAgeMs`,
-/// and `maxBytes` in all.
+/// How much history is kept: per stream the last `maxEvents` events no older than `maxAgeMs`
+/// and at most `maxStreamBytes` (the newest event always stays), and `maxBytes` in all. The
+/// per-stream bound keeps one busy room (or one user's stream) from taking the whole budget.
 public struct HistoryLimits: Sendable, Equatable {
     public var maxEvents: Int
     public var maxAgeMs: Int64
     public var maxBytes: Int
+    public var maxStreamBytes: Int
 
-    public init(maxEvents: Int = 200, maxAgeMs: Int64 = 120_000, maxBytes: Int = 256 << 20) {
+    public init(maxEvents: Int = 200, maxAgeMs: Int64 = 120_000, maxBytes: Int = 256 << 20, maxStreamBytes: Int = 2 << 20) {
         self.maxEvents = maxEvents
         self.maxAgeMs = maxAgeMs
         self.maxBytes = maxBytes
+        self.maxStreamBytes = maxStreamBytes
     }
 
     /// History is off (nothing is stored, nothing can be recovered).

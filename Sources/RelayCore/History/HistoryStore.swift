@@ -22,7 +22,7 @@ public struct HistoryStore<Item> {
     /// Appends an event to `stream`; returns its offset.
     public mutating func append(_ item: Item, bytes: Int, to stream: StreamKey, wallMs: Int64) -> StreamOffset {
         // In place: one lookup, and the stream's entries are never copied.
-        let appended = streams[stream, default: StreamHistory()].append(item, bytes: bytes, wallMs: wallMs, keepingAtMost: limits.maxEvents)
+        let appended = streams[stream, default: StreamHistory()].append(item, bytes: bytes, wallMs: wallMs, keepingAtMost: limits.maxEvents, maxBytes: limits.maxStreamBytes)
         totalBytes += bytes - appended.freedBytes
         totalEvents += 1 - appended.freedEvents
         order.append((stream, appended.offset, wallMs))

@@ -32,15 +32,15 @@ public struct StreamHistory<Item> {
         return offset
     }
 
-    /// Appends an event, then evicts the oldest past `maxEvents`; returns its offset and what
-    /// the eviction freed.
-    public mutating func append(_ item: Item, bytes: Int, wallMs: Int64, keepingAtMost maxEvents: Int)
+    /// Appends an event, then evicts the oldest past `maxEvents` or past `maxBytes` (the new
+    /// event itself always stays); returns its offset and what the eviction freed.
+    public mutating func append(_ item: Item, bytes: Int, wallMs: Int64, keepingAtMost maxEvents: Int, maxBytes: Int = .max)
         -> (offset: StreamOffset, freedBytes: Int, freedEvents: Int)
     {
         let offset = append(item, bytes: bytes, wallMs: wallMs)
         var freedBytes = 0
         var freedEvents = 0
-        while queue.count > maxEvents {
+        while queue.count > maxEvents || (self.bytes > maxBytes && queue.count > 1) {
             freedBytes += evictOldest()
             freedEvents += 1
         }

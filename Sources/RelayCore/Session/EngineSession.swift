@@ -66,6 +66,8 @@ public struct EngineSession: Sendable {
     private var assembler: BinaryPacketAssembler
     private var limiter: EventRateLimiter
     private var errorBudget: TokenBucket
+    /// Packets and event bytes, whatever the transport (`InboundBudget`).
+    private var inbound: InboundBudget
     private var nextPingAt: Int64?
     private var pongDeadline: Int64?
     private var connectDeadline: Int64?
@@ -101,8 +103,12 @@ public struct EngineSession: Sendable {
         self.socketSID = socketSID
         self.fallbackToken = fallbackToken
         self.limiter = EventRateLimiter(overall: configuration.eventsPerSecond, perClass: configuration.eventsPerClass, now: now)
-        self.assembler = BinaryPacketAssembler(maxPayload: configuration.maxPayload, maxAttachments: configuration.maxAttachments)
+        // A binary event is held to the event limit too (its base64 cost is checked once whole):
+        // the assembler never keeps more than one event may carry.
+        self.assembler = BinaryPacketAssembler(
+            maxPayload: min(configuration.maxPayload, configuration.maxEventBytes), maxAttachments: configuration.maxAttachments)
         self.errorBudget = TokenBucket(capacity: configuration.errorReplies.burst, ratePerSecond: configuration.errorReplies.perSecond, now: now)
+        self.inbound = InboundBudget(limits: configuration.inbound, now: now)
     }
 
     /// The user once CONNECT succeeded.
@@ -201,6 +207,7 @@ public struct EngineSession: Sendable {
     public mutating func receive(_ packet: ArraySlice<UInt8>, from: Transport, now: Int64, wallMs: Int64) -> [Action] {
         guard phase != .closed else { return [] }
         if from != transport { return receiveOnProbe(packet, now: now) }
+        guard inbound.takePacket(now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         // Long-polling carries a binary attachment as `b<base64>`.
         if from == .polling, packet.first == UInt8(ascii: "b") {
             return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBase64(packet.dropFirst()) }
@@ -219,7 +226,10 @@ public struct EngineSession: Sendable {
             nextPingAt = now + configuration.pingIntervalMs
             return []
         case .ping(let data):
-            // Engine.IO v3-style client heartbeats keep working.
+            // Engine.IO v3-style client heartbeats keep working; the echo is bounded.
+            guard data.utf8.count <= configuration.inbound.maxPingBytes else {
+                return close(code: CloseCode.protocolError, reason: "ping data too long")
+            }
             return [.send(Array(("3" + data).utf8))]
         case .close:
             return close(code: CloseCode.normal, reason: "client closed")
@@ -270,6 +280,7 @@ public struct EngineSession: Sendable {
     public mutating func receiveBinary(_ bytes: [UInt8], from: Transport, now: Int64, wallMs: Int64) -> [Action] {
         guard phase != .closed else { return [] }
         guard from == transport else { return [.abortProbe(reason: "unexpected packet on the probe")] }
+        guard inbound.takePacket(now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBinary(bytes) }
     }
 
@@ -291,6 +302,11 @@ public struct EngineSession: Sendable {
     private mutating func receiveSocketPacket(_ payload: ArraySlice<UInt8>, size: Int, now: Int64, wallMs: Int64) -> [Action] {
         let packet: SocketPacket
         var actions: [Action] = []
+        // A binary packet before CONNECT is refused at its header: its attachments are never
+        // assembled for a client that has not logged in.
+        if user == nil, let type = payload.first, type == UInt8(ascii: "5") || type == UInt8(ascii: "6") {
+            return refuse(RelayError(.notConnected, "binary packets are accepted once connected"), ackID: nil, now: now)
+        }
         do {
             switch try assembler.receiveText(payload) {
             case .packet(let p): packet = p
@@ -334,7 +350,9 @@ public struct EngineSession: Sendable {
         } catch {
             return fail(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: binary.header.ackID, now: now)
         }
-        return dispatch(event, user: user, size: binary.byteCount, maxBytes: configuration.maxPayload, now: now, wallMs: wallMs)
+        // Measured as every recipient is charged: long-polling carries attachments as base64.
+        let cost = WireSize.polling(text: binary.byteCount - binary.attachments.reduce(0) { $0 + $1.count } + 1, attachments: binary.attachments.map(\.count))
+        return dispatch(event, user: user, size: cost, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
     }
 
     /// The error reply for a refused packet.
@@ -474,6 +492,9 @@ public struct EngineSession: Sendable {
             let policy = try lookup.get()
             guard size <= maxBytes else {
                 throw RelayError(.payloadTooLarge, "events are limited to \(maxBytes) bytes")
+            }
+            guard inbound.takeEventBytes(size, now: now) else {
+                return [.received(event: event.name), .rateLimited(rateClass)] + fail(RelayError(.rateLimited), event: event.name, ackID: event.ackID, now: now)
             }
             let typed = try ClientEvent(event, policy: policy, userID: user.userID, wallMs: wallMs)
             return [.received(event: event.name), .handle(typed, ackID: event.ackID, user: user)]

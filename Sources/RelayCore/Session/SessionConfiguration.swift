@@ -19,6 +19,8 @@ public struct SessionConfiguration: Sendable, Equatable {
     public var eventsPerClass: [RateClass: EventRateLimiter.Budget] = [:]
     /// Error replies a connection may cause before it is closed with 1008.
     public var errorReplies = EventRateLimiter.Budget(perSecond: 5, burst: 20)
+    /// Packets and event bytes per second, on every transport, before and after CONNECT.
+    public var inbound = InboundBudget.Limits()
 
     /// How long after `exp` a socket may stay (the token verifier's leeway).
     public var tokenLeewayMs: Int64 = 30_000

@@ -50,3 +50,10 @@ public struct WebhookEvent: Sendable, Equatable {
         JSONWriter.bytes(.object([("id", .string(batchID)), ("node", .string(node)), ("events", .array(events.map(\.json)))]))
     }
 }
+
+extension WebhookEvent {
+    /// About what the event weighs queued and sent: its data's JSON plus its fixed fields.
+    public var approximateBytes: Int {
+        JSONWriter.bytes(data).count + id.utf8.count + type.utf8.count + 48
+    }
+}

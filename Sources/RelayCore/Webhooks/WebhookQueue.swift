@@ -4,20 +4,26 @@
 /// when the oldest has waited `flushMs`. One batch is in flight at a time: it is retried (same
 /// events, same sequence number) with the `WebhookRetryPolicy` until it succeeds or runs out of
 /// attempts, and only then does the next batch leave — so a target sees events in order.
-/// Events waiting plus the batch in flight never exceed `capacity`: beyond it `enqueue` refuses
-/// (the caller counts the drop). No clock is read and nothing sleeps: the caller passes `now`
+/// Events waiting plus the batch in flight never exceed `capacity` events nor `capacityBytes`
+/// bytes (as the caller measures them): beyond either `enqueue` refuses (the caller counts the
+/// drop), so a backend that is down holds a bounded amount of memory whatever the events weigh. No clock is read and nothing sleeps: the caller passes `now`
 /// (monotonic ms) and the randomness, and asks `poll` what to do next.
 public struct WebhookQueue<Event: Sendable>: Sendable {
     public struct Options: Sendable, Equatable {
         public var batchSize: Int
         public var flushMs: Int64
         public var capacity: Int
+        public var capacityBytes: Int
         public var retry: WebhookRetryPolicy
 
-        public init(batchSize: Int = 100, flushMs: Int64 = 200, capacity: Int = 10_000, retry: WebhookRetryPolicy = WebhookRetryPolicy()) {
+        public init(
+            batchSize: Int = 100, flushMs: Int64 = 200, capacity: Int = 10_000, capacityBytes: Int = 64 << 20,
+            retry: WebhookRetryPolicy = WebhookRetryPolicy()
+        ) {
             self.batchSize = max(1, batchSize)
             self.flushMs = max(0, flushMs)
             self.capacity = max(1, capacity)
+            self.capacityBytes = max(1, capacityBytes)
             self.retry = retry
         }
     }
@@ -30,6 +36,8 @@ public struct WebhookQueue<Event: Sendable>: Sendable {
         public var attempt: Int
         /// When its oldest event was enqueued.
         public var oldestEnqueuedAt: Int64
+        /// Its events' bytes, as they were enqueued.
+        public var bytes: Int = 0
     }
 
     public enum Action: Sendable {
@@ -51,7 +59,8 @@ public struct WebhookQueue<Event: Sendable>: Sendable {
     }
 
     public let options: Options
-    private var waiting = FIFO<(event: Event, at: Int64)>()
+    private var waiting = FIFO<(event: Event, at: Int64, bytes: Int)>()
+    private var waitingBytes = 0
     private var current: Batch?
     private var inFlight = false
     private var retryAt: Int64?
@@ -64,11 +73,16 @@ public struct WebhookQueue<Event: Sendable>: Sendable {
     /// Events waiting plus those of the batch in flight (or waiting for its retry).
     public var depth: Int { waiting.count + (current?.events.count ?? 0) }
     public var isEmpty: Bool { depth == 0 }
+    /// Bytes of the events waiting plus those of the batch in flight.
+    public var queuedBytes: Int { waitingBytes + (current?.bytes ?? 0) }
 
-    /// Adds an event; `false` when the queue is full (the event is dropped).
-    public mutating func enqueue(_ event: Event, now: Int64) -> Bool {
-        guard depth < options.capacity else { return false }
-        waiting.append((event, now))
+    /// Adds an event of `bytes`; `false` when the queue is full in events or in bytes (the
+    /// event is dropped).
+    public mutating func enqueue(_ event: Event, bytes: Int = 0, now: Int64) -> Bool {
+        let size = max(0, bytes)
+        guard depth < options.capacity, size <= options.capacityBytes - queuedBytes else { return false }
+        waiting.append((event, now, size))
+        waitingBytes += size
         return true
     }
 
@@ -98,8 +112,13 @@ public struct WebhookQueue<Event: Sendable>: Sendable {
         guard flushAll || waiting.count >= options.batchSize || now >= due else { return .wait(until: due) }
         var events: [Event] = []
         events.reserveCapacity(min(waiting.count, options.batchSize))
-        while events.count < options.batchSize, let next = waiting.popFirst() { events.append(next.event) }
-        let batch = Batch(sequence: nextSequence, events: events, attempt: 1, oldestEnqueuedAt: first.at)
+        var bytes = 0
+        while events.count < options.batchSize, let next = waiting.popFirst() {
+            events.append(next.event)
+            bytes += next.bytes
+        }
+        waitingBytes -= bytes
+        let batch = Batch(sequence: nextSequence, events: events, attempt: 1, oldestEnqueuedAt: first.at, bytes: bytes)
         nextSequence += 1
         current = batch
         inFlight = true

@@ -25,46 +25,30 @@ public protocol SessionStore: AnyObject, Sendable {
     func revocations(on loop: any EventLoop) -> EventLoopFuture<[(String, Int64)]>
 }
 
-/// Sessions of a single node, in memory; expired ones are dropped as new ones come in.
+/// Sessions of a single node, in memory (`KeptSessions`: bounded in all and per user, the
+/// oldest out first, O(1) under the lock).
 public final class MemorySessionStore: SessionStore {
-    private struct Kept {
-        var record: SessionRecord
-        var expiresAtMs: Int64
-    }
-
-    private let state = NIOLockedValueBox<[String: Kept]>([:])
+    private let state: NIOLockedValueBox<KeptSessions>
     private let wallMs: @Sendable () -> Int64
-    /// Bounds the records kept whatever the window (oldest dropped first).
-    let maxRecords: Int
 
-    public init(wallMs: @escaping @Sendable () -> Int64, maxRecords: Int = 100_000) {
+    public init(wallMs: @escaping @Sendable () -> Int64, maxRecords: Int = 100_000, maxPerUser: Int = 64) {
         self.wallMs = wallMs
-        self.maxRecords = maxRecords
+        self.state = NIOLockedValueBox(KeptSessions(maxRecords: maxRecords, maxPerUser: maxPerUser))
     }
 
     public func put(_ record: SessionRecord, windowMs: Int64) {
         let now = wallMs()
-        state.withLockedValue { kept in
-            if kept.count >= maxRecords {
-                kept = kept.filter { $0.value.expiresAtMs > now }
-                if kept.count >= maxRecords, let oldest = kept.min(by: { $0.value.expiresAtMs < $1.value.expiresAtMs })?.key {
-                    kept.removeValue(forKey: oldest)
-                }
-            }
-            kept[record.pid] = Kept(record: record, expiresAtMs: now + windowMs)
-        }
+        state.withLockedValue { _ = $0.put(record, nowMs: now, windowMs: windowMs) }
     }
 
     public func take(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<SessionTake> {
         let now = wallMs()
         let result = state.withLockedValue { kept -> SessionTake in
-            guard let entry = kept[pid], entry.expiresAtMs > now else {
-                kept.removeValue(forKey: pid)
-                return .notFound
+            switch kept.take(pid: pid, user: user, nowMs: now) {
+            case .taken(let record): return .taken(record)
+            case .notFound: return .notFound
+            case .otherUser: return .otherUser
             }
-            guard entry.record.userID == user else { return .otherUser }
-            kept.removeValue(forKey: pid)
-            return .taken(entry.record)
         }
         return loop.makeSucceededFuture(result)
     }
@@ -79,16 +63,38 @@ public final class MemorySessionStore: SessionStore {
 /// taken with GETDEL (atomically: two nodes never both recover one session).
 public final class RedisSessionStore: SessionStore {
     let redis: RedisClient
+    /// Records kept per user: the oldest past it are deleted (`relay:sessions-of:<user>` lists
+    /// a user's records in the order they were kept).
+    let maxPerUser: Int
 
-    public init(redis: RedisClient) {
+    public init(redis: RedisClient, maxPerUser: Int = 64) {
         self.redis = redis
+        self.maxPerUser = max(1, maxPerUser)
     }
 
     static func key(_ pid: String) -> String { "relay:session:\(pid)" }
+    static func userKey(_ user: String) -> String { "relay:sessions-of:\(user)" }
+
+    /// Keeps the record and lists it under its user; past `maxPerUser` the user's oldest go.
+    static let putScript = """
+        redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+        redis.call('LREM', KEYS[2], 0, KEYS[1])
+        redis.call('RPUSH', KEYS[2], KEYS[1])
+        redis.call('PEXPIRE', KEYS[2], ARGV[2])
+        local max = tonumber(ARGV[3])
+        while redis.call('LLEN', KEYS[2]) > max do
+            local old = redis.call('LPOP', KEYS[2])
+            redis.call('DEL', old)
+        end
+        return 1
+        """
 
     public func put(_ record: SessionRecord, windowMs: Int64) {
         guard redis.isUp else { return }
-        _ = redis.send(["SET", Self.key(record.pid), JSONWriter.string(record.json), "PX", String(max(1, windowMs))])
+        _ = redis.send([
+            "EVAL", Self.putScript, "2", Self.key(record.pid), Self.userKey(record.userID),
+            JSONWriter.string(record.json), String(max(1, windowMs)), String(maxPerUser),
+        ])
     }
 
     /// One hash, `relay:revoked`: user → cutoff; entries past their time are dropped when read.
@@ -124,11 +130,12 @@ public final class RedisSessionStore: SessionStore {
         local ok, record = pcall(cjson.decode, v)
         if not ok or record['u'] ~= ARGV[1] then return {2} end
         redis.call('DEL', KEYS[1])
+        redis.call('LREM', KEYS[2], 0, KEYS[1])
         return {1, v}
         """
 
     public func take(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<SessionTake> {
-        redis.send(["EVAL", Self.takeScript, "1", Self.key(pid), user]).map { reply -> SessionTake in
+        redis.send(["EVAL", Self.takeScript, "2", Self.key(pid), Self.userKey(user), user]).map { reply -> SessionTake in
             guard let items = reply.elements, let status = items.first?.int else { return .notFound }
             switch status {
             case 1:

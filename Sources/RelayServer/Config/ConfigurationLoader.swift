@@ -51,7 +51,9 @@ public enum ConfigurationLoader {
         Key(name: "max-connect-payload", kind: .int, secret: false, defaultValue: "16384", help: "largest inbound message or frame before CONNECT succeeded, bytes"),
         Key(name: "connect-timeout", kind: .int, secret: false, defaultValue: "10000", help: "time to send CONNECT, ms"),
         Key(name: "handshake-timeout", kind: .int, secret: false, defaultValue: "10000", help: "time to finish an HTTP request, ms"),
-        Key(name: "max-event-bytes", kind: .int, secret: false, defaultValue: "65536", help: "largest client event, bytes"),
+        Key(name: "max-event-bytes", kind: .int, secret: false, defaultValue: "65536", help: "largest client event, bytes, as each recipient is charged (binary attachments as base64)"),
+        Key(name: "packets-per-second", kind: .double, secret: false, defaultValue: "250", help: "Engine.IO packets per connection per second, any transport, pings included (burst 2×); past it: close 1008"),
+        Key(name: "event-bytes-per-second", kind: .int, secret: false, defaultValue: "262144", help: "client event bytes per connection per second (burst 2×, at least max-event-bytes); past it: rate_limited"),
         Key(name: "events-per-second", kind: .double, secret: false, defaultValue: "50", help: "sustained events per second per connection"),
         Key(name: "event-burst", kind: .double, secret: false, defaultValue: "100", help: "event burst per connection"),
         Key(name: "rate", kind: .list, secret: false, defaultValue: nil, help: "per-kind budgets KIND=PER_SECOND[:BURST]"),
@@ -74,6 +76,7 @@ public enum ConfigurationLoader {
         Key(name: "history-size", kind: .int, secret: false, defaultValue: "200", help: "recoverable events kept per room and per user (0: no history)"),
         Key(name: "history-ttl-ms", kind: .int, secret: false, defaultValue: "120000", help: "how long recoverable events are kept"),
         Key(name: "history-max-bytes", kind: .int, secret: false, defaultValue: "268435456", help: "memory history of all streams, bytes"),
+        Key(name: "history-stream-bytes", kind: .int, secret: false, defaultValue: "2097152", help: "memory history of one room or user, bytes (the newest event always stays)"),
         Key(name: "recovery-window-ms", kind: .int, secret: false, defaultValue: "120000", help: "how long a dropped session can be recovered"),
         Key(name: "recovery-takeover-after-ms", kind: .int, secret: false, defaultValue: "1000", help: "a reconnect with the pid of a connection at least this old takes it over"),
         Key(name: "recovery-offsets", kind: .string, secret: false, defaultValue: "opt-in", help: "opt-in or always: which sockets get offsets and a pid"),
@@ -93,6 +96,7 @@ public enum ConfigurationLoader {
         Key(name: "webhook-batch-size", kind: .int, secret: false, defaultValue: "100", help: "webhook events per request"),
         Key(name: "webhook-flush-ms", kind: .int, secret: false, defaultValue: "200", help: "longest wait for a webhook batch to fill, ms"),
         Key(name: "webhook-queue-size", kind: .int, secret: false, defaultValue: "10000", help: "webhook events waiting per URL; beyond: dropped"),
+        Key(name: "webhook-queue-bytes", kind: .int, secret: false, defaultValue: "67108864", help: "bytes of webhook events waiting per URL; beyond: dropped"),
         Key(name: "webhook-max-attempts", kind: .int, secret: false, defaultValue: "12", help: "attempts per webhook batch (0: retry without end)"),
         Key(name: "webhook-max-backoff-ms", kind: .int, secret: false, defaultValue: "30000", help: "largest webhook retry backoff, ms (first: 250, doubling, jittered)"),
         Key(name: "webhook-timeout-ms", kind: .int, secret: false, defaultValue: "10000", help: "time limit of one webhook request, ms"),
@@ -217,6 +221,11 @@ public enum ConfigurationLoader {
         if let v = int("connect-timeout", min: 1) { c.connectTimeoutMs = v }
         if let v = int("handshake-timeout", min: 1) { c.handshakeTimeoutMs = v }
         if let v = int("max-event-bytes", min: 16) { c.maxEventBytes = v }
+        if let v = double("packets-per-second") {
+            if v >= 1 { c.inbound.packets = .init(perSecond: v, burst: v * 2) } else { problems.append("packets-per-second: at least 1") }
+        }
+        if let v = int("event-bytes-per-second", min: 1) { c.inbound.eventBytes = .init(perSecond: Double(v), burst: Double(v) * 2) }
+        c.applyEventByteBounds()
         let perSecond = double("events-per-second") ?? c.eventsPerSecond.perSecond
         c.eventsPerSecond = .init(perSecond: perSecond, burst: double("event-burst") ?? c.eventsPerSecond.burst)
         for spec in list("rate") {
@@ -258,6 +267,7 @@ public enum ConfigurationLoader {
         if let v = int("history-size") { c.historyLimits.maxEvents = v }
         if let v = int("history-ttl-ms") { c.historyLimits.maxAgeMs = Int64(v) }
         if let v = int("history-max-bytes") { c.historyLimits.maxBytes = v }
+        if let v = int("history-stream-bytes", min: 1) { c.historyLimits.maxStreamBytes = v }
         if let v = int("recovery-window-ms") { c.recoveryWindowMs = Int64(v) }
         if let v = int("recovery-takeover-after-ms") { c.recoveryTakeoverAfterMs = Int64(v) }
         if c.recoveryWindowMs > c.historyLimits.maxAgeMs {
@@ -293,6 +303,7 @@ public enum ConfigurationLoader {
         if let v = int("webhook-batch-size", min: 1) { webhooks.batchSize = v }
         if let v = int("webhook-flush-ms") { webhooks.flushMs = Int64(v) }
         if let v = int("webhook-queue-size", min: 1) { webhooks.queueSize = v }
+        if let v = int("webhook-queue-bytes", min: 1024) { webhooks.queueBytes = v }
         if let v = int("webhook-max-attempts") { webhooks.maxAttempts = v }
         if let v = int("webhook-max-backoff-ms", min: 1) { webhooks.maxBackoffMs = Int64(v) }
         if let v = int("webhook-timeout-ms", min: 1) { webhooks.timeoutMs = Int64(v) }

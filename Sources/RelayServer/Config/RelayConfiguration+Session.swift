@@ -13,6 +13,7 @@ extension RelayConfiguration {
         s.eventsPerSecond = eventsPerSecond
         s.eventsPerClass = eventsPerSecondByClass
         s.errorReplies = errorReplies
+        s.inbound = inbound
         s.maxRoomsInConnect = maxRoomsPerConnection
         s.tokenLeewayMs = jwtLeewaySeconds * 1000
         s.expiryNoticeMs = tokenExpiryNoticeMs

@@ -69,6 +69,9 @@ public struct RelayConfiguration: Sendable {
         .custom: .init(perSecond: 30, burst: 60),
         .control: .init(perSecond: 20, burst: 50),
     ]
+    /// Packets and event bytes per connection, on every transport, before and after CONNECT
+    /// (`InboundBudget`).
+    public var inbound = InboundBudget.Limits()
     /// Error replies (error acks and `error` events) a connection may cause; past the budget
     /// the relay stops answering and closes the socket with 1008.
     public var errorReplies = EventRateLimiter.Budget(perSecond: 5, burst: 20)
@@ -143,6 +146,17 @@ public struct RelayConfiguration: Sendable {
     /// Over this many queued bytes, the connection is closed (4008).
     public var outboundHardLimitBytes = 1024 * 1024
     public var outboundMaxQueuedMessages = 4096
+
+    /// Makes the event limits hold together: the event-bytes burst lets one event of
+    /// `maxEventBytes` through, and every connection's outbound budget holds twice what one
+    /// sender may burst, so no event a sender may send ends a recipient that reads.
+    public mutating func applyEventByteBounds() {
+        inbound.eventBytes.burst = max(inbound.eventBytes.burst, Double(maxEventBytes))
+        let bounded = min(inbound.eventBytes.burst, 1e15)
+        let burst = bounded.isFinite && bounded > 0 ? Int(bounded) : maxEventBytes
+        outboundHardLimitBytes = max(outboundHardLimitBytes, burst * 2)
+        outboundSoftLimitBytes = min(outboundSoftLimitBytes, outboundHardLimitBytes)
+    }
 
     public init(jwt: JWTAlgorithm, apiKey: String, adminKey: String) {
         self.jwt = jwt

@@ -70,7 +70,10 @@ final class SocketSession: ConnectionSink {
         self.session = EngineSession(
             shared: relay.sessionConfiguration, transport: transport, engineSID: SessionID.make(), socketSID: SessionID.make(),
             fallbackToken: handshake.queryToken ?? handshake.bearerToken, now: relay.hub.clock.monotonicMs())
+        LiveObjects.created(.session)
     }
+
+    deinit { LiveObjects.released(.session) }
 
     /// Opens the session on `transport`: the open packet, the timers.
     func start(on transport: any SessionTransport) {
@@ -339,6 +342,7 @@ final class SocketSession: ConnectionSink {
             hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
             relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why)"])
         }
+        onAuthenticated = nil
         onEnd?()
         onEnd = nil
     }

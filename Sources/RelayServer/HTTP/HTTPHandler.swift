@@ -19,6 +19,14 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var body: ByteBuffer?
     private var tooLarge = false
     private var bodyLimit = 0
+    /// The body is not kept (`BodyPolicy.discard`, `.refuse`).
+    private var discarding = false
+    /// Body bytes arrived while discarding.
+    private var droppedBody = false
+    /// A refusal decided from the head, answered once the request ends.
+    private var refusal: HTTPResponse?
+    /// Gives back what the request's body admission claimed (a polling session's POST slot).
+    private var releaseBody: (@Sendable () -> Void)?
     private var idleTimeout: Scheduled<Void>?
     /// A complete request held back while the client is not reading our answers: the next
     /// answer is only produced once the previous ones drained, so a client that pipelines
@@ -39,6 +47,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        finishBody()
         idleTimeout?.cancel()
         streamTask?.cancel()
         // The closure holds this handler (through the upgrader's completion): let both go once
@@ -62,11 +71,28 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.head = head
             self.body = nil
             self.tooLarge = false
-            // Engine.IO polling bodies carry packets: the small pre-authentication limit, then
-            // maxPayload; API bodies their own limit.
-            self.bodyLimit = QueryString(uri: head.uri).path.hasPrefix("/socket.io")
-                ? PollingEndpoint.bodyLimit(for: head, relay: relay) : relay.configuration.maxHTTPBodyBytes
+            self.refusal = nil
+            self.droppedBody = false
+            finishBody()
+            // Decided before a byte of the body is kept: who may send one, and how much.
+            switch router.bodyPolicy(for: head) {
+            case .read(let limit, let release):
+                discarding = false
+                bodyLimit = limit
+                releaseBody = release
+            case .discard:
+                discarding = true
+                bodyLimit = 0
+            case .refuse(let response):
+                discarding = true
+                bodyLimit = 0
+                refusal = response
+            }
         case .body(var chunk):
+            guard !discarding else {
+                droppedBody = droppedBody || chunk.readableBytes > 0
+                return
+            }
             guard !tooLarge else { return }
             if (body?.readableBytes ?? 0) + chunk.readableBytes > bodyLimit {
                 tooLarge = true
@@ -84,15 +110,22 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.head = nil
             idleTimeout?.cancel()
             if tooLarge {
+                finishBody()
                 let response = HTTPResponse.error(.payloadTooLarge, code: "payload_too_large", message: "request body exceeds \(bodyLimit) bytes")
                 write(response, keepAlive: false, context: context)
+                return
+            }
+            if let refusal {
+                self.refusal = nil
+                write(refusal, keepAlive: false, context: context)
                 return
             }
             let (remoteIP, admitted) = client.resolve(head)
             let request = HTTPRequest(head: head, body: body.map { Array($0.readableBytesView) } ?? [], remoteIP: remoteIP, admitted: admitted)
             body = nil
-            // A connection over a limit is not kept: it would go on holding its client's slot.
-            let keepAlive = head.isKeepAlive && admitted
+            // A connection over a limit is not kept: it would go on holding its client's slot;
+            // nor is one whose body was dropped (it may have been sending one we never asked for).
+            let keepAlive = head.isKeepAlive && admitted && !droppedBody
             if context.channel.isWritable {
                 respond(to: request, keepAlive: keepAlive, context: context)
             } else {
@@ -118,6 +151,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         router.route(request, on: context.eventLoop).whenComplete { result in
             let (handler, context) = bound.value
+            handler.finishBody()
             switch result {
             case .success(let response): handler.write(response, keepAlive: keepAlive, context: context)
             case .failure: handler.write(.error(.internalServerError, code: "internal_error", message: "internal error"), keepAlive: false, context: context)
@@ -126,6 +160,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private var streamTask: RepeatedTask?
+
+    /// The request's body admission is given back (once).
+    private func finishBody() {
+        releaseBody?()
+        releaseBody = nil
+    }
 
     private func write(_ response: HTTPResponse, keepAlive: Bool, context: ChannelHandlerContext) {
         if let stream = response.stream {

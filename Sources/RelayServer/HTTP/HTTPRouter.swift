@@ -6,6 +6,27 @@ import RelayCore
 struct HTTPRouter: Sendable {
     let relay: RelayContext
 
+    /// How much of a request's body is kept, decided from its head before any of it is read:
+    /// an API or admin body only with the right key (a wrong one is answered 401 with its body
+    /// never buffered), a polling `POST` as its session allows, nothing for any other route.
+    func bodyPolicy(for head: HTTPRequestHead) -> BodyPolicy {
+        let query = QueryString(uri: head.uri)
+        if query.path == "/socket.io/" || query.path == "/socket.io" {
+            return head.method == .POST ? PollingEndpoint.bodyAdmission(for: query, relay: relay) : .discard
+        }
+        guard head.method == .POST || head.method == .PUT || head.method == .PATCH else { return .discard }
+        let key: String
+        if query.path.hasPrefix("/admin/v1/") {
+            key = relay.configuration.adminKey
+        } else if query.path.hasPrefix("/api/v1/") {
+            key = relay.configuration.apiKey
+        } else {
+            return .discard
+        }
+        guard let token = BearerToken.from(head.headers), ConstantTime.equals(token, key) else { return .discard }
+        return .read(limit: relay.configuration.maxHTTPBodyBytes, release: nil)
+    }
+
     /// Answers a request; store lookups complete later on `eventLoop`.
     func route(_ request: HTTPRequest, on eventLoop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
         let query = QueryString(uri: request.head.uri)
@@ -100,6 +121,17 @@ struct HTTPRouter: Sendable {
         r.extraHeaders.append(("www-authenticate", "Bearer"))
         return r
     }
+}
+
+/// What `HTTPHandler` does with a request's body.
+enum BodyPolicy {
+    /// Keep up to `limit` bytes (413 past it); `release` is called once the request is done.
+    case read(limit: Int, release: (@Sendable () -> Void)?)
+    /// Read and drop it: the route takes no body, or the caller may not send one. The request
+    /// is answered as if its body were empty, and the connection is not kept.
+    case discard
+    /// Answer this before reading the body, and close.
+    case refuse(HTTPResponse)
 }
 
 /// Compares secrets without an early exit, so timing does not leak how much matched.

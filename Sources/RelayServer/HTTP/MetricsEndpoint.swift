@@ -21,6 +21,8 @@ struct MetricsEndpoint {
             out += "relay_room_members_bucket{le=\"\(bound)\"} \(count)\n"
         }
         out += "relay_room_members_bucket{le=\"+Inf\"} \(sizes.rooms)\nrelay_room_members_sum \(sizes.sum)\nrelay_room_members_count \(sizes.rooms)\n"
+        out += LiveObjects.render()
+        out += "# HELP relay_polling_sessions Long-polling sessions this node can find by sid\n# TYPE relay_polling_sessions gauge\nrelay_polling_sessions \(relay.pollingSessions.count)\n"
         if let rss = ProcessMemory.residentBytes() {
             out += "# HELP process_resident_memory_bytes Resident memory size in bytes\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes \(rss)\n"
         }

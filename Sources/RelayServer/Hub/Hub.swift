@@ -80,13 +80,15 @@ public final class Hub: Sendable {
         self.revocations = NIOLockedValueBox(RevocationList(ttlSeconds: configuration.revocationTTLSeconds))
         self.webhooks = webhooks
         let limits = configuration.historyLimits
+        // Each of a user's allowed connections may leave a session waiting and one more.
+        let keptPerUser = max(8, 2 * configuration.maxConnectionsPerUser)
         if let cluster {
             self.broker = RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs)
-            self.sessions = RedisSessionStore(redis: cluster.redis)
+            self.sessions = RedisSessionStore(redis: cluster.redis, maxPerUser: keptPerUser)
             self.presenceManager = RedisPresenceManager(bus: cluster)
         } else {
             self.broker = broker ?? MemoryBroker(limits: limits, wallMs: clock.wallMs)
-            self.sessions = MemorySessionStore(wallMs: clock.wallMs)
+            self.sessions = MemorySessionStore(wallMs: clock.wallMs, maxPerUser: keptPerUser)
             self.presenceManager = MemoryPresenceManager()
         }
         self.shards = eventLoops.enumerated().map { LoopShard(index: $0.offset, eventLoop: $0.element, metrics: metrics) }

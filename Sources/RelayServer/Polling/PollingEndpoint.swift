@@ -37,12 +37,22 @@ struct PollingEndpoint {
         .json(status, .object([("code", .int(Int64(error.rawValue))), ("message", .string(error.message))]))
     }
 
-    /// The body limit of a polling `POST` (checked while the body arrives): the small
-    /// pre-authentication limit until the session's CONNECT succeeded.
-    static func bodyLimit(for head: HTTPRequestHead, relay: RelayContext) -> Int {
-        let query = QueryString(uri: head.uri)
-        guard let sid = query["sid"], let handle = relay.pollingSessions.lookup(sid) else { return relay.configuration.maxConnectPayload }
-        return handle.authenticated.load(ordering: .relaxed) ? relay.configuration.maxPayload : relay.configuration.maxConnectPayload
+    /// How much of a polling `POST` is read, from its head: one `POST` at a time per session
+    /// (Engine.IO clients never overlap them; a second one is refused before its body is read),
+    /// the small pre-authentication limit until the session's CONNECT succeeded, then
+    /// `maxPayload`. A logged-in user's bodies in flight are thus bounded by their sessions,
+    /// which count against the same per-user connection limit as WebSockets.
+    static func bodyAdmission(for query: QueryString, relay: RelayContext) -> BodyPolicy {
+        let c = relay.configuration
+        guard let sid = query["sid"], let handle = relay.pollingSessions.lookup(sid) else {
+            return .read(limit: c.maxConnectPayload, release: nil)
+        }
+        let slot = handle.postInFlight
+        guard slot.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+            return .refuse(engineError(.badRequest))
+        }
+        let limit = handle.authenticated.load(ordering: .relaxed) ? c.maxPayload : c.maxConnectPayload
+        return .read(limit: limit, release: { slot.store(false, ordering: .releasing) })
     }
 
     func handle(_ request: HTTPRequest, query: QueryString, on loop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
@@ -109,15 +119,23 @@ struct PollingEndpoint {
         let info = HandshakeInfo(remoteIP: ip, queryToken: query["token"], bearerToken: BearerToken.from(request.head.headers))
         let session = SocketSession(relay: relay, handshake: info, transport: .polling, eventLoop: loop)
         let c = relay.configuration
-        let transport = PollingTransport(eventLoop: loop, hardLimitBytes: c.outboundHardLimitBytes, holdMs: Int64(c.pingIntervalMs + c.pingTimeoutMs))
+        let transport = PollingTransport(
+            eventLoop: loop, softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes,
+            maxMessages: c.outboundMaxQueuedMessages, holdMs: Int64(c.pingIntervalMs + c.pingTimeoutMs))
         let handle = PollingSessions.Handle(
             session: NIOLoopBound(session, eventLoop: loop), transport: NIOLoopBound(transport, eventLoop: loop), loop: loop,
-            authenticated: ManagedAtomic(false))
+            authenticated: ManagedAtomic(false), postInFlight: ManagedAtomic(false))
         let sessions = relay.pollingSessions
         let engineSID = session.session.engineSID
         sessions.insert(engineSID, handle)
         var released = false
-        transport.onViolation = { [weak session] code, reason in session?.close(code: code, reason: reason) }
+        let metrics = relay.hub.metrics
+        transport.onViolation = { [weak session] code, reason in
+            if code == CloseCode.slowConsumer { metrics.slowConsumerCloses.increment() }
+            session?.close(code: code, reason: reason)
+        }
+        transport.onDropped = { metrics.dropped.increment(by: Int64($0)) }
+        transport.onCoalesced = { metrics.coalesced.increment() }
         transport.onClosed = { [weak session, weak transport] in
             // The polling slot is released when polling ends (closed, or upgraded).
             if !released {
@@ -130,11 +148,21 @@ struct PollingEndpoint {
         // the close (a CONNECT refusal: without it a client sees a transport error and retries
         // with the same token forever): its sid answers one more GET, for a bounded time.
         session.onEnd = { [weak transport] in
-            guard let transport, transport.owesClose else { return sessions.remove(engineSID) }
+            guard let transport, transport.owesClose else {
+                sessions.remove(engineSID)
+                transport?.discard()
+                return
+            }
             transport.onCloseDelivered = { sessions.remove(engineSID) }
-            loop.assumeIsolated().scheduleTask(in: .seconds(10)) { sessions.remove(engineSID) }
+            loop.assumeIsolated().scheduleTask(in: .seconds(10)) { [weak transport] in
+                sessions.remove(engineSID)
+                transport?.discard()
+            }
         }
-        session.onAuthenticated = { handle.authenticated.store(true, ordering: .relaxed) }
+        // Only the flag: the handle holds the session, so capturing it would keep every session
+        // that never logs in alive for ever.
+        let authenticatedFlag = handle.authenticated
+        session.onAuthenticated = { authenticatedFlag.store(true, ordering: .relaxed) }
         session.start(on: transport)
         let promise = loop.makePromise(of: HTTPResponse.self)
         transport.poll(promise)

@@ -15,6 +15,8 @@ final class PollingSessions: Sendable {
         /// CONNECT succeeded: requests may carry up to `maxPayload` (else the small
         /// pre-authentication limit). Set on the session's loop, read by any request.
         let authenticated: ManagedAtomic<Bool>
+        /// A `POST` of this session is being read or run: a second one at once is refused.
+        let postInFlight: ManagedAtomic<Bool>
     }
 
     private let table = NIOLockedValueBox<[String: Handle]>([:])

@@ -1,16 +1,16 @@
 import NIOCore
 import RelayCore
 
-/// A session's Engine.IO long-polling transport, on the session's loop: packets wait in a
-/// bounded buffer until a `GET` takes them (joined by `\x1e`), a `GET` with nothing to take is
-/// held until there is (at the latest the next ping), and a second `GET` while one is held is a
-/// protocol error.
+/// A session's Engine.IO long-polling transport, on the session's loop: packets wait in the
+/// connection's `OutboundQueue` (the same bounds in bytes and in messages, and the same
+/// coalescing, as a WebSocket's) until a `GET` takes them (joined by `\x1e`), a `GET` with
+/// nothing to take is held until there is (at the latest the next ping), and a second `GET`
+/// while one is held is a protocol error. Sizes are what polling carries: attachments as base64.
 final class PollingTransport: SessionTransport {
     /// A held `GET`: its answer completes on the request's own loop.
     private var pending: EventLoopPromise<HTTPResponse>?
     private var pendingTimeout: Scheduled<Void>?
-    private var buffer: [OutboundMessage] = []
-    private var bufferedBytes = 0
+    private var buffer: OutboundQueue<OutboundMessage>
     /// An upgrade is under way: every `GET` is answered with `noop` at once.
     private var releasing = false
     private(set) var closed = false
@@ -19,7 +19,6 @@ final class PollingTransport: SessionTransport {
     /// The owed close (and what was buffered before it, e.g. a CONNECT refusal) was taken.
     var onCloseDelivered: (() -> Void)?
     private let eventLoop: any EventLoop
-    private let hardLimitBytes: Int
     private let holdMs: Int64
     /// The buffer passed its bound, or the client polled twice at once: the owner closes.
     var onViolation: ((UInt16, String) -> Void)?
@@ -28,21 +27,40 @@ final class PollingTransport: SessionTransport {
 
     static let separator: UInt8 = 0x1E
 
-    init(eventLoop: any EventLoop, hardLimitBytes: Int, holdMs: Int64) {
+    /// Counted as lost when a session ends with messages still waiting.
+    var onDropped: ((Int) -> Void)?
+    /// Counted when a coalescible message replaced its older twin.
+    var onCoalesced: (() -> Void)?
+    private var overflowed = false
+
+    init(eventLoop: any EventLoop, softLimitBytes: Int, hardLimitBytes: Int, maxMessages: Int, holdMs: Int64) {
         self.eventLoop = eventLoop
-        self.hardLimitBytes = hardLimitBytes
         self.holdMs = holdMs
+        self.buffer = OutboundQueue(softLimitBytes: softLimitBytes, hardLimitBytes: hardLimitBytes, maxCount: maxMessages)
+        LiveObjects.created(.pollingTransport)
+    }
+
+    deinit { LiveObjects.released(.pollingTransport) }
+
+    /// What `message` costs on this transport: its text, then a separator, `b` and base64 for
+    /// each attachment.
+    static func wireBytes(_ message: OutboundMessage) -> Int {
+        guard !message.attachments.isEmpty else { return message.bytes.readableBytes + 1 }
+        return WireSize.polling(text: message.bytes.readableBytes + 1, attachments: message.attachments.map(\.readableBytes))
     }
 
     // MARK: SessionTransport
 
     func send(_ message: OutboundMessage) {
-        guard !closed else { return }
-        buffer.append(message)
-        // Attachments travel as `b<base64>` (4/3 of their size) over polling.
-        bufferedBytes += message.bytes.readableBytes + 1 + message.attachments.reduce(0) { $0 + ($1.readableBytes + 2) / 3 * 4 + 2 }
-        // A poller that does not come back cannot make the buffer grow without bound.
-        if bufferedBytes > hardLimitBytes { onViolation?(CloseCode.slowConsumer, "slow consumer") }
+        guard !closed, !overflowed else { return }
+        switch buffer.enqueue(message, bytes: Self.wireBytes(message), key: message.coalesceKey) {
+        case .queued: break
+        case .replaced: onCoalesced?()
+        case .overflow:
+            // A poller that does not come back cannot make the buffer grow without bound.
+            overflowed = true
+            onViolation?(CloseCode.slowConsumer, "slow consumer")
+        }
     }
 
     func flush() {
@@ -50,10 +68,18 @@ final class PollingTransport: SessionTransport {
         answer(promise, with: takeBody())
     }
 
+    /// Messages waiting for a `GET`.
+    var waitingMessages: Int { buffer.count }
+
     /// Ends polling: the held `GET` (or the next one) gets Engine.IO `1` after what is buffered.
     func close(code: UInt16, reason: String) {
         guard !closed else { return }
         closed = true
+        if overflowed {
+            // What overflowed is not owed to a client that stopped reading: drop it, keep the close.
+            if buffer.count > 0 { onDropped?(buffer.count) }
+            buffer.removeAll()
+        }
         if let promise = pending { answer(promise, with: closeBody()) } else { owesClose = true }
         onClosed?()
     }
@@ -114,10 +140,25 @@ final class PollingTransport: SessionTransport {
 
     /// What was sent but not yet polled, for the WebSocket that takes over.
     func takeUnsent() -> [OutboundMessage] {
-        let out = buffer
-        buffer.removeAll()
-        bufferedBytes = 0
+        var out: [OutboundMessage] = []
+        out.reserveCapacity(buffer.count)
+        while let message = buffer.dequeue() { out.append(message) }
         return out
+    }
+
+    /// Forgets what is still owed (the session's sid was forgotten): nothing is kept for a
+    /// client that will never poll again.
+    func discard() {
+        if buffer.count > 0 { onDropped?(buffer.count) }
+        buffer.removeAll()
+        owesClose = false
+        pendingTimeout?.cancel()
+        pendingTimeout = nil
+        onCloseDelivered = nil
+        onViolation = nil
+        onClosed = nil
+        onDropped = nil
+        onCoalesced = nil
     }
 
     private func answer(_ promise: EventLoopPromise<HTTPResponse>, with body: [UInt8]) {
@@ -129,17 +170,17 @@ final class PollingTransport: SessionTransport {
 
     private func takeBody() -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(bufferedBytes)
-        for (i, message) in buffer.enumerated() {
-            if i > 0 { out.append(Self.separator) }
+        out.reserveCapacity(buffer.queuedBytes)
+        var first = true
+        while let message = buffer.dequeue() {
+            if !first { out.append(Self.separator) }
+            first = false
             out.append(contentsOf: message.bytes.readableBytesView)
             for attachment in message.attachments {
                 out.append(Self.separator)
                 out.append(contentsOf: EncodedBinaryPacket.pollingPacket(forAttachment: attachment.readableBytesView))
             }
         }
-        buffer.removeAll(keepingCapacity: true)
-        bufferedBytes = 0
         return out
     }
 

@@ -67,7 +67,10 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         self.probeOf = probeOf
         let c = relay.configuration
         self.outbound = OutboundQueue(softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
+        LiveObjects.created(.webSocketTransport)
     }
+
+    deinit { LiveObjects.released(.webSocketTransport) }
 
     /// The session of a socket that opened one itself (tests, admin).
     var session: SocketSession? { link?.local }

@@ -90,8 +90,9 @@ final class WebhookDispatcher: Sendable {
             guard !s.stopped else { return (nil, s.targets.count, 0, 0) }
             s.nextEventID += 1
             let event = make("\(idPrefix)-\(s.nextEventID)")
+            let bytes = event.approximateBytes
             var dropped = 0
-            for i in s.targets.indices where !s.targets[i].queue.enqueue(event, now: now) { dropped += 1 }
+            for i in s.targets.indices where !s.targets[i].queue.enqueue(event, bytes: bytes, now: now) { dropped += 1 }
             var logDrops = 0
             if dropped > 0 {
                 s.unloggedDrops += dropped

@@ -14,6 +14,8 @@ public struct WebhookSettings: Sendable, Equatable {
     public var flushMs: Int64 = 200
     /// Events waiting (per URL) before new ones are dropped.
     public var queueSize = 10_000
+    /// Bytes of events waiting (per URL, as their JSON) before new ones are dropped.
+    public var queueBytes = 64 << 20
     /// Attempts per batch (0: retry without end).
     public var maxAttempts = 12
     /// First and largest retry backoff (before jitter).
@@ -27,7 +29,7 @@ public struct WebhookSettings: Sendable, Equatable {
     public var isEnabled: Bool { !urls.isEmpty }
 
     var queueOptions: WebhookQueue<WebhookEvent>.Options {
-        .init(batchSize: batchSize, flushMs: flushMs, capacity: queueSize,
+        .init(batchSize: batchSize, flushMs: flushMs, capacity: queueSize, capacityBytes: queueBytes,
               retry: WebhookRetryPolicy(baseMs: minBackoffMs, maxMs: maxBackoffMs, maxAttempts: maxAttempts))
     }
 

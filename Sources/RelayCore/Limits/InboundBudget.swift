@@ -1,0 +1,69 @@
+/// What one connection may send, whatever carries it: the same budget for a WebSocket and for
+/// long-polling, before and after CONNECT, for text packets and binary attachments alike.
+/// Transports only report what arrived; `EngineSession` asks this budget.
+///
+/// - Every Engine.IO packet (a ping, a noop, an event, one attachment) spends one packet token:
+///   a flood of tiny packets (each answered, or each held) is closed with 1008 instead of
+///   growing what the relay buffers for it.
+/// - Every client event spends its size from the event-bytes budget, measured as what it costs
+///   each recipient (a binary event's attachments as base64, as long-polling carries them): one
+///   sender cannot push a burst into a room that no recipient's outbound budget can hold. Over
+///   it the event is refused with `rate_limited`, like the event-count budgets.
+public struct InboundBudget: Sendable {
+    public struct Limits: Sendable, Equatable {
+        /// Engine.IO packets per second and burst (binary attachments count one each).
+        public var packets: EventRateLimiter.Budget
+        /// Client event bytes per second and burst, as recipients are charged.
+        public var eventBytes: EventRateLimiter.Budget
+        /// The longest data a client ping may carry (Engine.IO clients send `2probe` at most):
+        /// every ping is answered with its data, so it is bounded.
+        public var maxPingBytes: Int
+
+        public init(
+            packets: EventRateLimiter.Budget = .init(perSecond: 250, burst: 500),
+            eventBytes: EventRateLimiter.Budget = .init(perSecond: 256 * 1024, burst: 512 * 1024),
+            maxPingBytes: Int = 64
+        ) {
+            self.packets = packets
+            self.eventBytes = eventBytes
+            self.maxPingBytes = maxPingBytes
+        }
+    }
+
+    private var packets: TokenBucket
+    private var eventBytes: TokenBucket
+
+    public init(limits: Limits, now: Int64) {
+        packets = TokenBucket(capacity: limits.packets.burst, ratePerSecond: limits.packets.perSecond, now: now)
+        eventBytes = TokenBucket(capacity: limits.eventBytes.burst, ratePerSecond: limits.eventBytes.perSecond, now: now)
+    }
+
+    /// One packet arrived; `false` when the connection is over its packet rate.
+    public mutating func takePacket(now: Int64) -> Bool {
+        packets.tryConsume(now: now)
+    }
+
+    /// An event of `bytes` (as recipients are charged) may go out; `false` refuses it and
+    /// spends nothing.
+    public mutating func takeEventBytes(_ bytes: Int, now: Int64) -> Bool {
+        eventBytes.tryConsume(Double(bytes), now: now)
+    }
+}
+
+/// What a packet costs on each transport, so that one byte limit holds for both.
+public enum WireSize {
+    /// Standard base64 of `count` bytes, with padding.
+    public static func base64(_ count: Int) -> Int {
+        let (groups, overflow) = (count / 3 + (count % 3 == 0 ? 0 : 1)).multipliedReportingOverflow(by: 4)
+        return overflow ? .max : groups
+    }
+
+    /// Long-polling: the text packet, then per attachment a separator, `b` and its base64. The
+    /// costliest transport: a WebSocket carries the attachments as they are.
+    public static func polling(text: Int, attachments: [Int]) -> Int {
+        attachments.reduce(text) { total, bytes in
+            let (sum, overflow) = total.addingReportingOverflow(2 &+ base64(bytes))
+            return overflow ? .max : sum
+        }
+    }
+}
