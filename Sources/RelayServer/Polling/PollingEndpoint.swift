@@ -97,7 +97,7 @@ struct PollingEndpoint {
                     promise.succeed(Self.engineError(.sessionUnknown))
                     return
                 }
-                for packet in body.split(separator: PollingTransport.separator, omittingEmptySubsequences: false) {
+                for packet in PollingPayload(body[...]) {
                     if session.isClosing { break }
                     session.receive(packet, from: .polling)
                 }

@@ -25,7 +25,7 @@ final class PollingTransport: SessionTransport {
     /// The transport ended (the session closed, or the WebSocket took over).
     var onClosed: (() -> Void)?
 
-    static let separator: UInt8 = 0x1E
+    static let separator = PollingPayload.separator
 
     /// Counted as lost when a session ends with messages still waiting.
     var onDropped: ((Int) -> Void)?
