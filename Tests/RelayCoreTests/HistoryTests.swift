@@ -110,6 +110,19 @@ final class HistoryStoreTests: XCTestCase {
         XCTAssertEqual(store.read(a, after: .zero, limit: 10).map(\.entries.count), .failure(.unavailable))
     }
 
+    func testEachStreamIsBoundedInBytesAndKeepsItsNewestEvent() throws {
+        var store = HistoryStore<Int>(limits: HistoryLimits(maxEvents: 100, maxAgeMs: 60_000, maxBytes: 1 << 20, maxStreamBytes: 100))
+        let busy = StreamKey.room("busy"), quiet = StreamKey.room("quiet")
+        _ = store.append(0, bytes: 10, to: quiet, wallMs: 1)
+        for i in 0..<50 { _ = store.append(i, bytes: 30, to: busy, wallMs: 2) }
+        XCTAssertEqual(store.read(busy, after: .zero, limit: 100).map(\.entries.count), .failure(.unavailable), "the oldest were evicted")
+        XCTAssertEqual(store.totalBytes, 10 + 90, "the busy room holds at most 100 bytes; the quiet one is untouched")
+        XCTAssertEqual(try store.read(quiet, after: .zero, limit: 10).get().entries.map(\.item), [0])
+        // One event over the stream bound is still kept (the newest always stays).
+        _ = store.append(99, bytes: 500, to: busy, wallMs: 3)
+        XCTAssertEqual(store.totalBytes, 10 + 500)
+    }
+
     /// Random appends over a few streams under all three limits: the store's totals always
     /// equal what its streams hold, and each stream holds its newest events, in order.
     func testTotalsMatchWhatTheStreamsHoldUnderRandomAppends() {

@@ -91,6 +91,23 @@ final class WebhookQueueTests: XCTestCase {
         guard case .idle = q.poll(now: 5000) else { return XCTFail() }
     }
 
+    func testTheQueueIsBoundedInBytesWaitingAndInFlight() {
+        var q = Q(options: Q.Options(batchSize: 2, flushMs: 0, capacity: 100, capacityBytes: 1000))
+        XCTAssertTrue(q.enqueue(1, bytes: 600, now: 0))
+        XCTAssertFalse(q.enqueue(2, bytes: 500, now: 0), "1100 bytes would not fit")
+        XCTAssertTrue(q.enqueue(3, bytes: 400, now: 0))
+        XCTAssertEqual(q.queuedBytes, 1000)
+        XCTAssertEqual(sent(q.poll(now: 0))?.events, [1, 3])
+        XCTAssertFalse(q.enqueue(4, bytes: 1, now: 0), "the batch in flight still counts")
+        _ = q.finished(success: false, now: 0, random: 0)
+        XCTAssertFalse(q.enqueue(4, bytes: 1, now: 0), "and while it waits for its retry")
+        _ = sent(q.poll(now: 10_000))
+        _ = q.finished(success: true, now: 10_000, random: 0)
+        XCTAssertEqual(q.queuedBytes, 0)
+        XCTAssertTrue(q.enqueue(4, bytes: 1000, now: 10_000))
+        XCTAssertFalse(q.enqueue(5, bytes: 1001, now: 10_000))
+    }
+
     func testFullBatchLeavesAtOnceAndOneBatchInFlight() {
         var q = Q(options: options())
         for i in 1...7 { XCTAssertTrue(q.enqueue(i, now: 0)) }
