@@ -128,7 +128,7 @@ public final class RelayServer: Sendable {
                 connectionAddress: connectionAddress ?? ConnectionAdmission.peerAddress(of: channel)),
             eventLoop: channel.eventLoop)
         channel.closeFuture.whenComplete { _ in client.value.release() }
-        let origins = OriginPolicy(allowed: relay.configuration.allowedOrigins)
+        let origins = relay.configuration.originPolicy
         let httpHandler = HTTPHandler(relay: relay, router: HTTPRouter(relay: relay), client: client.value)
         let boundHTTPHandler = NIOLoopBound(httpHandler, eventLoop: channel.eventLoop)
         let configuration = relay.configuration

@@ -25,6 +25,7 @@ struct SettingsOptions: ParsableArguments {
     @Option(name: .customLong("handshake-timeout"), help: "Time to finish an HTTP request or upgrade, ms (default 10000).") var handshakeTimeout: Int?
     @Option(name: .customLong("max-event-bytes"), help: "Largest client event, bytes, as each recipient is charged: binary attachments as base64 (default 65536).") var maxEventBytes: Int?
     @Option(name: .customLong("packets-per-second"), help: "Engine.IO packets per connection per second on any transport, pings included, burst 2×; past it: close 1008 (default 250).") var packetsPerSecond: Double?
+    @Option(name: .customLong("inbound-bytes-per-second"), help: "Bytes of Engine.IO packets and WebSocket control frames per connection per second, burst 4× (at least 2 × max-payload); past it: close 1008 (default 1048576).") var inboundBytesPerSecond: Int?
     @Option(name: .customLong("event-bytes-per-second"), help: "Client event bytes per connection per second, burst 2× (at least max-event-bytes); past it: rate_limited (default 262144).") var eventBytesPerSecond: Int?
     @Option(name: .customLong("events-per-second"), help: "Sustained events per second per connection (default 50).") var eventsPerSecond: Double?
     @Option(name: .customLong("event-burst"), help: "Event burst per connection (default 100).") var eventBurst: Double?
@@ -86,7 +87,7 @@ struct SettingsOptions: ParsableArguments {
         put("max-connect-payload", maxConnectPayload); put("error-replies-per-second", errorRepliesPerSecond)
         put("receipts-per-user-per-second", receiptsPerUserPerSecond); put("max-pending-receipts", maxPendingReceipts); put("metrics-key", metricsKey)
         put("connect-timeout", connectTimeout); put("handshake-timeout", handshakeTimeout); put("max-event-bytes", maxEventBytes)
-        put("packets-per-second", packetsPerSecond); put("event-bytes-per-second", eventBytesPerSecond)
+        put("packets-per-second", packetsPerSecond); put("event-bytes-per-second", eventBytesPerSecond); put("inbound-bytes-per-second", inboundBytesPerSecond)
         put("events-per-second", eventsPerSecond); put("event-burst", eventBurst)
         if !rates.isEmpty { f["rate"] = rates.joined(separator: ",") }
         put("max-rooms-per-connection", maxRoomsPerConnection); put("max-members-per-room", maxMembersPerRoom)

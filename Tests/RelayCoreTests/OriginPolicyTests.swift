@@ -21,6 +21,16 @@ final class OriginPolicyTests: XCTestCase {
         XCTAssertFalse(none.allows(origin: "http://relay.example.evil.example", host: "relay.example"))
     }
 
+    func testTheRelaysOwnHostOnlyAsHttpsWhenItServesTLS() {
+        let tls = OriginPolicy(allowed: [], secure: true)
+        XCTAssertTrue(tls.allows(origin: "https://relay.example", host: "relay.example"))
+        XCTAssertFalse(tls.allows(origin: "http://relay.example", host: "relay.example"), "a plain-http page on the relay's name is another origin")
+        XCTAssertFalse(tls.allows(origin: "ftp://relay.example", host: "relay.example"))
+        XCTAssertFalse(none.allows(origin: "ftp://relay.example", host: "relay.example"))
+        XCTAssertFalse(none.allows(origin: "file://relay.example", host: "relay.example"))
+        XCTAssertTrue(tls.allows(origin: "wss://relay.example", host: "relay.example"), "native clients still pass")
+    }
+
     func testCrossSiteBrowserOriginsAreRefusedUnlessAllowListed() {
         XCTAssertFalse(none.allows(origin: "https://evil.example", host: "relay.example"))
         XCTAssertFalse(none.allows(origin: "null", host: "relay.example"))

@@ -73,6 +73,25 @@ final class SessionLimitsTests: XCTestCase {
         XCTAssertEqual(s.receiveBinary([2], from: .websocket, now: 0, wallMs: 0), [.close(code: CloseCode.policyViolation, reason: "too many packets")])
     }
 
+    func testInboundBytesAreBoundedWhateverThePacket() {
+        for transport in transports {
+            var s = connected(transport) {
+                $0.inbound.bytes = .init(perSecond: 100, burst: 1000)
+            }
+            // Acks answer nothing the relay asked, but are read: they spend bytes.
+            let ack = "430[\"\(String(repeating: "x", count: 600))\"]"
+            XCTAssertEqual(receive(&s, ack, from: transport), [])
+            XCTAssertEqual(receive(&s, ack, from: transport), [.close(code: CloseCode.policyViolation, reason: "too many packets")])
+        }
+    }
+
+    func testWebSocketControlFramesSpendTheBudget() {
+        var s = makeSession(.websocket)
+        for _ in 0..<20 { XCTAssertEqual(s.receiveControlFrame(size: 10, now: 0), []) }
+        XCTAssertEqual(s.receiveControlFrame(size: 10, now: 0), [.close(code: CloseCode.policyViolation, reason: "too many packets")])
+        XCTAssertEqual(s.receiveControlFrame(size: 10, now: 0), [])
+    }
+
     func testPingDataIsBounded() {
         for transport in transports {
             var s = makeSession(transport)

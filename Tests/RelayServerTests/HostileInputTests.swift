@@ -43,7 +43,8 @@ final class HostileInputTests: XCTestCase {
     }
 
     func testPingsAreAnsweredOnceWhileTheSocketDoesNotDrain() throws {
-        let h = Harness()
+        // A packet budget large enough for the 1000 pings: this test is about the answers.
+        let h = Harness { $0.inbound.packets = .init(perSecond: 10_000, burst: 10_000) }
         let s = try h.session()
         try s.connect("alice")
         s.channel.isWritable = false
@@ -55,6 +56,17 @@ final class HostileInputTests: XCTestCase {
         s.channel.pipeline.fireChannelWritabilityChanged()
         let pongs = try s.frames().filter { $0.opcode == .pong }
         XCTAssertEqual(pongs.map { String(buffer: $0.data) }, ["ping 999"], "only the latest ping is answered")
+    }
+
+    func testWebSocketPingFramesSpendThePacketBudgetBeforeAndAfterConnect() throws {
+        for loggedIn in [false, true] {
+            let h = Harness()
+            let s = try h.session()
+            if loggedIn { try s.connect("alice") }
+            _ = try s.frames()
+            for i in 0..<600 { try s.sendBytes(Array("ping \(i)".utf8), opcode: .ping) }
+            XCTAssertEqual(try s.closeCode(), CloseCode.policyViolation, "loggedIn=\(loggedIn)")
+        }
     }
 
     func testFrameGuardRefusesALargeFrameAtItsHeader() throws {

@@ -2,9 +2,10 @@
 /// long-polling, before and after CONNECT, for text packets and binary attachments alike.
 /// Transports only report what arrived; `EngineSession` asks this budget.
 ///
-/// - Every Engine.IO packet (a ping, a noop, an event, one attachment) spends one packet token:
-///   a flood of tiny packets (each answered, or each held) is closed with 1008 instead of
-///   growing what the relay buffers for it.
+/// - Every Engine.IO packet (a ping, a noop, an event, one attachment) and every WebSocket
+///   control frame spends one packet token and its size in bytes: a flood of tiny packets
+///   (each answered, or each held) or of large ones (each parsed) is closed with 1008 instead
+///   of growing what the relay buffers or spends for it.
 /// - Every client event spends its size from the event-bytes budget, measured as what it costs
 ///   each recipient (a binary event's attachments as base64, as long-polling carries them): one
 ///   sender cannot push a burst into a room that no recipient's outbound budget can hold. Over
@@ -13,6 +14,8 @@ public struct InboundBudget: Sendable {
     public struct Limits: Sendable, Equatable {
         /// Engine.IO packets per second and burst (binary attachments count one each).
         public var packets: EventRateLimiter.Budget
+        /// Bytes of those packets per second and burst.
+        public var bytes: EventRateLimiter.Budget
         /// Client event bytes per second and burst, as recipients are charged.
         public var eventBytes: EventRateLimiter.Budget
         /// The longest data a client ping may carry (Engine.IO clients send `2probe` at most):
@@ -21,26 +24,31 @@ public struct InboundBudget: Sendable {
 
         public init(
             packets: EventRateLimiter.Budget = .init(perSecond: 250, burst: 500),
+            bytes: EventRateLimiter.Budget = .init(perSecond: 1_048_576, burst: 4_194_304),
             eventBytes: EventRateLimiter.Budget = .init(perSecond: 256 * 1024, burst: 512 * 1024),
             maxPingBytes: Int = 64
         ) {
             self.packets = packets
+            self.bytes = bytes
             self.eventBytes = eventBytes
             self.maxPingBytes = maxPingBytes
         }
     }
 
     private var packets: TokenBucket
+    private var bytes: TokenBucket
     private var eventBytes: TokenBucket
 
     public init(limits: Limits, now: Int64) {
         packets = TokenBucket(capacity: limits.packets.burst, ratePerSecond: limits.packets.perSecond, now: now)
+        bytes = TokenBucket(capacity: limits.bytes.burst, ratePerSecond: limits.bytes.perSecond, now: now)
         eventBytes = TokenBucket(capacity: limits.eventBytes.burst, ratePerSecond: limits.eventBytes.perSecond, now: now)
     }
 
-    /// One packet arrived; `false` when the connection is over its packet rate.
-    public mutating func takePacket(now: Int64) -> Bool {
-        packets.tryConsume(now: now)
+    /// One packet of `size` bytes arrived; `false` when the connection is over its packet or
+    /// byte rate.
+    public mutating func takePacket(size: Int, now: Int64) -> Bool {
+        packets.tryConsume(now: now) && bytes.tryConsume(Double(size), now: now)
     }
 
     /// An event of `bytes` (as recipients are charged) may go out; `false` refuses it and

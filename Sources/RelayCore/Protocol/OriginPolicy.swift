@@ -7,13 +7,18 @@
 /// - it has no `Origin`, or the allow-list contains `*` or that exact origin;
 /// - its `Origin` has a `ws:`/`wss:` scheme (never sent by a browser);
 /// - its `Origin` names the relay's own host (the request's `Host`), as a page served from the
-///   relay's host, or a native client that puts its URL there, does.
+///   relay's host, or a native client that puts its URL there, does — with `https` when the
+///   relay itself serves TLS (`http://` on that host is another origin: a page anyone on the
+///   path could have written).
 /// Every other origin — a cross-site page — is refused unless allow-listed.
 public struct OriginPolicy: Sendable, Equatable {
     public let allowed: [String]
+    /// The relay serves TLS itself: its own host is admitted only as an `https` origin.
+    public let secure: Bool
 
-    public init(allowed: [String]) {
+    public init(allowed: [String], secure: Bool = false) {
         self.allowed = allowed.map { $0.lowercased() }
+        self.secure = secure
     }
 
     /// `origin` is the request's `Origin` header (nil when absent); `host` its `Host` header.
@@ -23,7 +28,7 @@ public struct OriginPolicy: Sendable, Equatable {
         if allowed.contains("*") || allowed.contains(lowered) { return true }
         guard let (scheme, authority) = Self.split(lowered) else { return false }
         if scheme == "ws" || scheme == "wss" { return true }
-        guard scheme == "http" || scheme == "https", let host, !authority.isEmpty else { return false }
+        guard scheme == "https" || (scheme == "http" && !secure), let host, !authority.isEmpty else { return false }
         return Self.sameAuthority(authority, scheme: scheme, Self.trimmed(host).lowercased())
     }
 

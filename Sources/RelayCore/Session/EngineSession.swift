@@ -207,7 +207,7 @@ public struct EngineSession: Sendable {
     public mutating func receive(_ packet: ArraySlice<UInt8>, from: Transport, now: Int64, wallMs: Int64) -> [Action] {
         guard phase != .closed else { return [] }
         if from != transport { return receiveOnProbe(packet, now: now) }
-        guard inbound.takePacket(now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        guard inbound.takePacket(size: packet.count, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         // Long-polling carries a binary attachment as `b<base64>`.
         if from == .polling, packet.first == UInt8(ascii: "b") {
             return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBase64(packet.dropFirst()) }
@@ -240,6 +240,14 @@ public struct EngineSession: Sendable {
         case .open:
             return close(code: CloseCode.protocolError, reason: "clients do not send open packets")
         }
+    }
+
+    /// A WebSocket control frame (ping, pong) of `size` bytes on the session's transport: the
+    /// transport answers it, the session's budget pays for it.
+    public mutating func receiveControlFrame(size: Int, now: Int64) -> [Action] {
+        guard phase != .closed else { return [] }
+        guard inbound.takePacket(size: size, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        return []
     }
 
     /// A WebSocket opened for this session's `sid` while it runs on polling.
@@ -280,7 +288,7 @@ public struct EngineSession: Sendable {
     public mutating func receiveBinary(_ bytes: [UInt8], from: Transport, now: Int64, wallMs: Int64) -> [Action] {
         guard phase != .closed else { return [] }
         guard from == transport else { return [.abortProbe(reason: "unexpected packet on the probe")] }
-        guard inbound.takePacket(now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        guard inbound.takePacket(size: bytes.count, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBinary(bytes) }
     }
 

@@ -53,6 +53,7 @@ public enum ConfigurationLoader {
         Key(name: "handshake-timeout", kind: .int, secret: false, defaultValue: "10000", help: "time to finish an HTTP request, ms"),
         Key(name: "max-event-bytes", kind: .int, secret: false, defaultValue: "65536", help: "largest client event, bytes, as each recipient is charged (binary attachments as base64)"),
         Key(name: "packets-per-second", kind: .double, secret: false, defaultValue: "250", help: "Engine.IO packets per connection per second, any transport, pings included (burst 2×); past it: close 1008"),
+        Key(name: "inbound-bytes-per-second", kind: .int, secret: false, defaultValue: "1048576", help: "bytes of Engine.IO packets and WebSocket control frames per connection per second (burst 4×, at least 2 × max-payload); past it: close 1008"),
         Key(name: "event-bytes-per-second", kind: .int, secret: false, defaultValue: "262144", help: "client event bytes per connection per second (burst 2×, at least max-event-bytes); past it: rate_limited"),
         Key(name: "events-per-second", kind: .double, secret: false, defaultValue: "50", help: "sustained events per second per connection"),
         Key(name: "event-burst", kind: .double, secret: false, defaultValue: "100", help: "event burst per connection"),
@@ -224,6 +225,7 @@ public enum ConfigurationLoader {
         if let v = double("packets-per-second") {
             if v >= 1 { c.inbound.packets = .init(perSecond: v, burst: v * 2) } else { problems.append("packets-per-second: at least 1") }
         }
+        if let v = int("inbound-bytes-per-second", min: 1024) { c.inbound.bytes = .init(perSecond: Double(v), burst: Double(v) * 4) }
         if let v = int("event-bytes-per-second", min: 1) { c.inbound.eventBytes = .init(perSecond: Double(v), burst: Double(v) * 2) }
         c.applyEventByteBounds()
         let perSecond = double("events-per-second") ?? c.eventsPerSecond.perSecond

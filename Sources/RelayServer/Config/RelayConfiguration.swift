@@ -147,11 +147,19 @@ public struct RelayConfiguration: Sendable {
     public var outboundHardLimitBytes = 1024 * 1024
     public var outboundMaxQueuedMessages = 4096
 
+    /// Which browser origins may open a socket (the relay's own host only as `https` when it
+    /// serves TLS itself).
+    public var originPolicy: OriginPolicy {
+        OriginPolicy(allowed: allowedOrigins, secure: tlsCertificatePath != nil && tlsKeyPath != nil)
+    }
+
     /// Makes the event limits hold together: the event-bytes burst lets one event of
     /// `maxEventBytes` through, and every connection's outbound budget holds twice what one
     /// sender may burst, so no event a sender may send ends a recipient that reads.
+    /// The inbound byte burst takes two messages of `maxPayload`.
     public mutating func applyEventByteBounds() {
         inbound.eventBytes.burst = max(inbound.eventBytes.burst, Double(maxEventBytes))
+        inbound.bytes.burst = max(inbound.bytes.burst, 2 * Double(maxPayload))
         let bounded = min(inbound.eventBytes.burst, 1e15)
         let burst = bounded.isFinite && bounded > 0 ? Int(bounded) : maxEventBytes
         outboundHardLimitBytes = max(outboundHardLimitBytes, burst * 2)

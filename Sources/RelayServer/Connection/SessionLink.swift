@@ -49,6 +49,17 @@ enum SessionLink {
         }
     }
 
+    /// A WebSocket control frame of `size` bytes (answered by the transport): it spends the
+    /// session's inbound budget like any packet.
+    func receiveControl(size: Int) {
+        switch self {
+        case .local(let session, _):
+            session.receiveControl(size: size)
+        case .remote(let handle, _):
+            handle.loop.execute { handle.session.value.receiveControl(size: size) }
+        }
+    }
+
     /// The WebSocket broke a rule or its peer closed it.
     func close(code: UInt16, reason: String) {
         switch self {

@@ -95,6 +95,12 @@ final class SocketSession: ConnectionSink {
         perform(session.receiveBinary(bytes, from: from, now: clock.monotonicMs(), wallMs: clock.wallMs()))
     }
 
+    /// A WebSocket control frame (ping, pong) the transport answered: the budget pays for it.
+    func receiveControl(size: Int) {
+        let actions = session.receiveControlFrame(size: size, now: hub.clock.monotonicMs())
+        if !actions.isEmpty { perform(actions) }
+    }
+
     /// The transport identified by `id` is gone (the socket closed, the poller was told to go).
     func transportClosed(_ id: ObjectIdentifier) {
         if let probe, ObjectIdentifier(probe) == id {

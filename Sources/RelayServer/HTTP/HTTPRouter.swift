@@ -90,7 +90,7 @@ struct HTTPRouter: Sendable {
     /// Why a `/socket.io/` request did not become a WebSocket.
     private func refuseEngineIO(_ request: HTTPRequest, query: QueryString) -> HTTPResponse {
         let origin = request.head.headers.first(name: "origin")
-        if let origin, !OriginPolicy(allowed: relay.configuration.allowedOrigins).allows(origin: origin, host: request.head.headers.first(name: "host")) {
+        if let origin, !relay.configuration.originPolicy.allows(origin: origin, host: request.head.headers.first(name: "host")) {
             return .error(.forbidden, code: "origin_not_allowed", message: "origin \(origin) is not allowed")
         }
         if let problem = UpgradeRequestRules.problem(request.head) {

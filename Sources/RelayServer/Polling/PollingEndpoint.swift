@@ -57,7 +57,7 @@ struct PollingEndpoint {
 
     func handle(_ request: HTTPRequest, query: QueryString, on loop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
         let origin = request.head.headers.first(name: "origin")
-        if let origin, !OriginPolicy(allowed: relay.configuration.allowedOrigins).allows(origin: origin, host: request.head.headers.first(name: "host")) {
+        if let origin, !relay.configuration.originPolicy.allows(origin: origin, host: request.head.headers.first(name: "host")) {
             return loop.makeSucceededFuture(.error(.forbidden, code: "origin_not_allowed", message: "origin \(origin) is not allowed"))
         }
         let answer = respond(request, query: query, on: loop)

@@ -124,8 +124,10 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         let output = reader.read(frame, allocator: context.channel.allocator)
         self.reader = reader
         switch output {
-        case .none, .pong:
+        case .none:
             break
+        case .pong:
+            link?.receiveControl(size: 0)
         case .message(let opcode, let buffer):
             if opcode == .text {
                 link?.receive(Array(buffer.readableBytesView)[...])
@@ -134,6 +136,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
             }
         case .ping(let data):
             answerPing(data, context: context)
+            link?.receiveControl(size: data.readableBytes)
         case .peerClosed(let code):
             fail(code: code, reason: "")
         case .fail(let code, let reason):
