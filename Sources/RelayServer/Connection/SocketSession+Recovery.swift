@@ -49,7 +49,7 @@ extension SocketSession {
         guard let shard else { return }
         if let recovery { hub.metrics.recovery(recovery) }
         let plain = request.rooms.isEmpty && !takesOffsets
-        if !plain { holding = [] }
+        if !plain { startHolding() }
         guard register(user, sid: sid) else { return }
         if takesOffsets {
             let pid = SessionID.makeSecret()
@@ -136,7 +136,7 @@ extension SocketSession {
         before: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]]
     ) {
         guard let shard else { return }
-        holding = []
+        startHolding()
         guard register(user, sid: record.socketSID) else { return }
         pid = record.pid
         hub.track(pid: record.pid, connection: connectionID, on: shard)
@@ -237,9 +237,9 @@ extension SocketSession {
     /// Writes what was held during CONNECT, skipping what the socket has already had (offsets at
     /// or before `positions`), and stops holding.
     private func release(after positions: [StreamKey: StreamOffset]) {
-        let held = holding ?? []
+        var held = holding
         holding = nil
-        for message in held {
+        while let message = held?.dequeue() {
             if let position = message.stamp?.position, let reached = positions[position.stream], position.offset <= reached { continue }
             write(message)
         }

@@ -37,11 +37,11 @@ final class SocketSession: ConnectionSink {
     var connectedAtMs: Int64?
     var recoveryLog = RecoveryLog()
     /// While CONNECT is being set up (rooms joined, missed events read), hub deliveries wait here
-    /// so that the CONNECT answer and the missed events go first.
-    var holding: [OutboundMessage]? { didSet { if holding == nil { holdingBytes = 0 } } }
-    /// Bytes in `holding`: bounded like the outbound queue (a socket whose CONNECT waits on a
-    /// slow Redis while its rooms are busy is closed 4008, not left to grow).
-    var holdingBytes = 0
+    /// so that the CONNECT answer and the missed events go first. The same bounds as every
+    /// outbound queue (bytes and messages): a socket whose CONNECT waits on a slow Redis while
+    /// its rooms are busy is closed 4008, not left to grow. Nothing is coalesced here: what is
+    /// held is replayed in order against the recovered offsets.
+    var holding: OutboundQueue<OutboundMessage>?
     /// Called once when the session ended (the polling registry forgets it).
     var onEnd: (() -> Void)?
     /// Called once when CONNECT succeeded (polling requests may then be larger).
@@ -225,14 +225,11 @@ final class SocketSession: ConnectionSink {
     func enqueue(_ message: OutboundMessage) {
         guard !closing else { return }
         if holding != nil {
-            let bytes = message.byteCount
-            guard holdingBytes + bytes <= configuration.outboundHardLimitBytes, (holding?.count ?? 0) < configuration.outboundMaxQueuedMessages else {
+            guard holding?.enqueue(message, bytes: message.byteCount) == .queued else {
                 hub.metrics.slowConsumerCloses.increment()
                 close(code: CloseCode.slowConsumer, reason: "slow consumer")
                 return
             }
-            holdingBytes += bytes
-            holding?.append(message)
             return
         }
         write(message)
@@ -258,6 +255,12 @@ final class SocketSession: ConnectionSink {
             message.compressed = nil
         }
         transport?.send(message)
+    }
+
+    /// Starts holding hub deliveries while CONNECT is set up.
+    func startHolding() {
+        let c = configuration
+        holding = OutboundQueue(softLimitBytes: c.outboundHardLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
     }
 
     func flushOutbound() {
