@@ -336,6 +336,8 @@ class State:
         self.acked: list[tuple[str, str, str, str, int]] = []   # node, messageId, userId, kind, ack id
         self.receipts = Counter()            # sent, acked, refused:<code>, unacked, reconnects
         self.churn = Counter()
+        self.mixed = Counter()               # polling and binary clients
+        self.mixed_drops: list[dict] = []    # unexpected disconnections, with the round
         self.floods: list[dict] = []
         self.loads: list[dict] = []
         self.faults: list[dict] = []
@@ -547,6 +549,88 @@ async def churn_worker(w: int, nodes: list[Node], st: State, deadline: float) ->
             if client is not None:
                 await client.close(abort=True)
             await asyncio.sleep(1.0)
+
+
+# ------------------------------------------------------------------------------------------
+# (d2) polling and binary clients: python-socketio, the stock client, on its defaults (polling,
+# then the upgrade) or polling only; each in a room of four, sending a binary custom event with
+# a 2 KiB attachment every second and counting what the others' events bring.
+
+
+async def mixed_worker(w: int, nodes: list[Node], st: State, deadline: float) -> None:
+    import socketio  # python-socketio, from Tests/e2e/requirements.txt
+
+    polling_only = w % 2 == 0
+    room = f"soak:mix-{w % 4}"
+    user = f"soak-mix-{w}"
+    attempts = 0
+    while not st.stop.is_set() and now() < deadline and attempts < 10_000:
+        attempts += 1
+        node = nodes[w % len(nodes)]
+        sio = socketio.AsyncClient(reconnection=False)
+
+        @sio.on("file:shared")
+        async def on_file(data, *rest):
+            st.mixed["received"] += 1
+            if isinstance(data, dict) and isinstance(data.get("blob"), (bytes, bytearray)) and len(data["blob"]) == 2048:
+                st.mixed["received_binary_intact"] += 1
+
+        try:
+            await sio.connect(f"http://{HOST}:{node.port}", auth={"token": mint_token(user, ["soak:*"])},
+                              transports=["polling"] if polling_only else None, wait_timeout=10)
+            st.mixed["connects_polling" if polling_only else "connects_default"] += 1
+            ack = await sio.call("room:join", {"room": room}, timeout=10)
+            st.mixed["joins" if isinstance(ack, dict) and ack.get("ok") else "join_refused"] += 1
+            while not st.stop.is_set() and now() < deadline and sio.connected:
+                ack = await sio.call("file:shared", {"room": room, "blob": os.urandom(2048)}, timeout=10)
+                st.mixed["acked" if isinstance(ack, dict) and ack.get("ok") else "refused"] += 1
+                await asyncio.sleep(1.0)
+            if not st.stop.is_set() and now() < deadline:
+                st.mixed["dropped"] += 1
+                st.mixed_drops.append({"round": st.round, "at": round(now(), 1), "worker": w, "polling_only": polling_only})
+        except Exception as exc:  # noqa: BLE001 - a killed node, a timeout: counted, then again
+            st.mixed["errors"] += 1
+            st.mixed[f"error:{type(exc).__name__}"] += 1
+            st.mixed_drops.append({"round": st.round, "at": round(now(), 1), "worker": w, "error": type(exc).__name__})
+            await asyncio.sleep(1.0)
+        finally:
+            try:
+                await asyncio.wait_for(sio.disconnect(), 5)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+# ------------------------------------------------------------------------------------------
+# (d3) the attacker: LoadTests/soak/attacker.py in its own process, the hostile matrix's floods
+# and oversized inputs one after another against both nodes for the whole load phase.
+
+
+def start_attacker(nodes: list[Node], seconds: float, out: Path) -> subprocess.Popen:
+    script = Path(__file__).resolve().parent / "attacker.py"
+    proc = subprocess.Popen([sys.executable, str(script), "--nodes", ",".join(n.addr for n in nodes),
+                             "--secret", JWT_SECRET, "--seconds", str(seconds), "--out", str(out / "attacks.jsonl")],
+                            stdin=subprocess.DEVNULL, stdout=open(out / "attacker.log", "w"), stderr=subprocess.STDOUT)
+    REGISTRY.add("attacker", proc)
+    return proc
+
+
+def attack_summary(out: Path, fault_windows: list[tuple[float, float]]) -> dict:
+    """Tallies attacks.jsonl: every attack must be refused or bounded; errors are allowed only
+    while a node was down (a kill -9)."""
+    tally: Counter = Counter()
+    unexpected: list[dict] = []
+    path = out / "attacks.jsonl"
+    if not path.exists():
+        return {"count": 0, "by_outcome": {}, "unexpected": []}
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        tally[(r["attack"], r["outcome"])] += 1
+        if r["outcome"] == "unexpected" or (r["outcome"] == "error" and not any(a <= r["t"] <= b for a, b in fault_windows)):
+            unexpected.append(r)
+    by_attack: dict[str, dict[str, int]] = {}
+    for (attack, outcome), n in sorted(tally.items()):
+        by_attack.setdefault(attack, {})[outcome] = n
+    return {"count": sum(tally.values()), "by_attack": by_attack, "unexpected": unexpected[:20], "unexpected_count": len(unexpected)}
 
 
 # ------------------------------------------------------------------------------------------
@@ -964,7 +1048,13 @@ async def main(args) -> int:
     bg_deadline = load_start + rounds * ROUND_SECONDS + 30
     writers = [asyncio.create_task(receipt_writer(i, nodes, st, bg_deadline, run_id)) for i in range(RECEIPT_WRITERS)]
     churners = [asyncio.create_task(churn_worker(i, nodes, st, bg_deadline)) for i in range(CHURN_WORKERS)]
-    background = writers + churners
+    mixed = [asyncio.create_task(mixed_worker(i, nodes, st, bg_deadline)) for i in range(args.mixed_clients)]
+    background = writers + churners + mixed
+    attacker = None
+    if args.attacker:
+        (out / "attacks.jsonl").unlink(missing_ok=True)
+        attacker = start_attacker(nodes, rounds * ROUND_SECONDS, out)
+        st.note(f"attacker running (pid {attacker.pid})")
 
     for r in range(rounds):
         if now() > hard_deadline:
@@ -995,7 +1085,14 @@ async def main(args) -> int:
     load_end = now()
     st.stop.set()
     st.phase = "drain"
-    st.note("load phase over; stopping writers and churn")
+    st.note("load phase over; stopping writers, churn, mixed clients and the attacker")
+    if attacker is not None:
+        try:
+            attacker.wait(60)
+        except subprocess.TimeoutExpired:
+            attacker.terminate()
+            attacker.wait(10)
+        REGISTRY.remove(attacker)
     done, not_done = await asyncio.wait(background, timeout=ACK_TIMEOUT + 30)
     for t in not_done:
         t.cancel()
@@ -1038,6 +1135,13 @@ async def main(args) -> int:
                      "errors": {k: v for k, v in x["report"].items() if "error[" in k or "closed_by_server" in k}}
                     for x in st.loads if x["exit"] != 0]
     kill_rounds = {f["round"] for f in st.faults if f["kind"] != "redis-crash"}
+    # A node is down from its kill -9 until it answers again (a few seconds): attacks and
+    # clients that meet it then fail by design.
+    fault_windows = [(time.time() - now() + f["at"] - 1, time.time() - now() + f["at"] + 20) for f in st.faults if "at" in f]
+    attacks = attack_summary(out, fault_windows) if args.attacker else None
+    clean_rounds = [x for x in st.loads if x["round"] not in kill_rounds and x["exit"] == 0 and x.get("p99_ms") is not None]
+    p99_fanout = [x["p99_ms"] for x in clean_rounds if x["scenario"] == "fanout"]
+    p99_slow = [x["p99_ms"] for x in clean_rounds if x["scenario"] != "fanout"]
     summary = {
         "binary": args.relay,
         "duration_s": round(now(), 1),
@@ -1051,7 +1155,12 @@ async def main(args) -> int:
             "nonzero_exit_in_fault_rounds": sum(1 for x in loads_failed if x["round"] in kill_rounds),
             "failed_runs": loads_failed,
             "p99_ms_per_round": [x.get("p99_ms") for x in st.loads],
+            "p99_ms_median_fanout_rounds_without_faults": statistics.median(p99_fanout) if p99_fanout else None,
+            "p99_ms_median_slow_consumer_rounds_without_faults": statistics.median(p99_slow) if p99_slow else None,
         },
+        "mixed_clients": {"count": args.mixed_clients, **dict(st.mixed),
+                          "drops_outside_fault_rounds": [d for d in st.mixed_drops if d["round"] not in kill_rounds and d["round"] - 1 not in kill_rounds][:20]},
+        "attacks": attacks,
         "receipts": {**receipts, "counters": dict(st.receipts)},
         "churn": dict(st.churn),
         "floods": {"count": len(st.floods),
@@ -1077,6 +1186,8 @@ async def main(args) -> int:
         "ack_ids_match_db": receipts["id_mismatch"] == 0,
         "final_rss_within_10_percent": all(v["ok"] for v in rss.values()),
     }
+    if attacks is not None:
+        checks["every_attack_refused_or_bounded"] = attacks["count"] > 0 and attacks["unexpected_count"] == 0
     summary["checks"] = checks
     summary["passed"] = all(checks.values())
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -1096,6 +1207,11 @@ async def main(args) -> int:
         f"database sizes {receipts['db_bytes']}",
         f"receipt counters: {dict(st.receipts)}",
         f"churn: {dict(st.churn)}",
+        f"mixed clients ({args.mixed_clients}, polling-only and default): {dict(st.mixed)}; "
+        f"drops outside fault rounds: {len(summary['mixed_clients']['drops_outside_fault_rounds'])}",
+        f"relay-load p99, median of rounds without faults: fan-out {summary['relay_load']['p99_ms_median_fanout_rounds_without_faults']} ms, "
+        f"slow-consumer {summary['relay_load']['p99_ms_median_slow_consumer_rounds_without_faults']} ms",
+        (f"attacks: {attacks['count']} ({attacks['unexpected_count']} unexpected): {attacks['by_attack']}" if attacks is not None else "attacks: none (no --attacker)"),
         f"floods: {summary['floods']['count']} ({summary['floods']['ping_mib']} MiB of pings, "
         f"{summary['floods']['http_mib']} MiB of pipelined requests)",
         f"faults: {sum(1 for f in st.faults if f['kind'] == 'kill-9 node')} kill -9 of node a, "
@@ -1130,6 +1246,8 @@ def parse_args():
     p.add_argument("--fault-every", type=int, default=5, help="rounds between two kill -9 of node a (and of Redis)")
     p.add_argument("--quiet", type=float, default=60, help="seconds of quiet before the last RSS sample")
     p.add_argument("--load-seconds", type=float, default=40, help="measured seconds of each relay-load run")
+    p.add_argument("--mixed-clients", type=int, default=8, help="python-socketio clients (half polling-only) sending binary events")
+    p.add_argument("--attacker", action="store_true", help="run LoadTests/soak/attacker.py against both nodes for the whole load phase")
     return p.parse_args()
 
 
