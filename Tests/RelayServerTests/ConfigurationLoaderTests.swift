@@ -30,6 +30,34 @@ final class ConfigurationLoaderTests: XCTestCase {
         XCTAssertEqual(try ConfigurationLoader.build(&r2).0.jwtLeewaySeconds, 5)
     }
 
+    func testTheInboundLimitsAndTheirBounds() throws {
+        let keys = ["jwt-secret": secret, "api-key": "0123456789abcdef", "admin-key": "0123456789abcdef"]
+        var defaults = ConfigurationLoader.resolve(flags: keys, environment: [:], file: [:])
+        let d = try ConfigurationLoader.build(&defaults).0
+        XCTAssertEqual(d.inbound, InboundBudget.Limits())
+        XCTAssertEqual(d.outboundHardLimitBytes, 1 << 20)
+        XCTAssertLessThanOrEqual(d.inbound.eventBytes.burst * 2, Double(d.outboundHardLimitBytes), "one sender's burst is half a reader's queue")
+        XCTAssertEqual(d.webhooks.queueBytes, 64 << 20)
+        XCTAssertEqual(d.historyLimits.maxStreamBytes, 2 << 20)
+
+        var set = ConfigurationLoader.resolve(flags: keys.merging([
+            "packets-per-second": "10", "inbound-bytes-per-second": "2048", "event-bytes-per-second": "1000",
+            "max-event-bytes": "800000", "max-payload": "900000", "webhook-queue-bytes": "4096", "history-stream-bytes": "5000",
+        ]) { a, _ in a }, environment: [:], file: [:])
+        let c = try ConfigurationLoader.build(&set).0
+        XCTAssertEqual(c.inbound.packets, .init(perSecond: 10, burst: 20))
+        XCTAssertEqual(c.inbound.bytes.perSecond, 2048)
+        XCTAssertEqual(c.inbound.bytes.burst, 1_800_000, "at least two messages of max-payload")
+        XCTAssertEqual(c.inbound.eventBytes.burst, 800_000, "at least one event of max-event-bytes")
+        XCTAssertEqual(c.outboundHardLimitBytes, 1_600_000, "two of the largest events fit every reader's queue")
+        XCTAssertEqual(c.sessionConfiguration.inbound, c.inbound)
+        XCTAssertEqual(c.webhooks.queueBytes, 4096)
+        XCTAssertEqual(c.historyLimits.maxStreamBytes, 5000)
+
+        var bad = ConfigurationLoader.resolve(flags: keys.merging(["packets-per-second": "0"]) { a, _ in a }, environment: [:], file: [:])
+        XCTAssertThrowsError(try ConfigurationLoader.build(&bad))
+    }
+
     func testTrustedProxiesAndProxyProtocol() throws {
         let keys = ["jwt-secret": secret, "api-key": "0123456789abcdef", "admin-key": "0123456789abcdef"]
         var r = ConfigurationLoader.resolve(flags: keys.merging(["proxy-protocol": "true"]) { a, _ in a }, environment: ["RELAY_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1,fd00::/8"], file: [:])

@@ -125,7 +125,9 @@ async def test_invalid_utf8_closes_1007_and_protocol_errors_close_1002(relay):
 
 @async_test
 async def test_a_stalled_reader_is_closed_and_never_slows_the_room(start_relay):
-    relay = start_relay("--events-per-second", "100000", "--event-burst", "100000", "--rate", "custom=100000:100000")
+    relay = start_relay("--events-per-second", "100000", "--event-burst", "100000", "--rate", "custom=100000:100000",
+                        "--packets-per-second", "100000", "--inbound-bytes-per-second", "100000000",
+                        "--event-bytes-per-second", "100000000")
     async with Clients() as c:
         sender = await c.connect(relay, "sam")
         await sender.join()

@@ -153,16 +153,16 @@ public struct RelayConfiguration: Sendable {
         OriginPolicy(allowed: allowedOrigins, secure: tlsCertificatePath != nil && tlsKeyPath != nil)
     }
 
-    /// Makes the event limits hold together: the event-bytes burst lets one event of
-    /// `maxEventBytes` through, and every connection's outbound budget holds twice what one
-    /// sender may burst, so no event a sender may send ends a recipient that reads.
-    /// The inbound byte burst takes two messages of `maxPayload`.
+    /// Makes the limits hold together: the event-bytes burst lets one event of `maxEventBytes`
+    /// through, the inbound byte burst two messages of `maxPayload`, and every connection's
+    /// outbound budget holds two of the largest events, so no event a sender may send ends a
+    /// recipient that reads. (The defaults go further: one sender's whole event-bytes burst,
+    /// 512 KiB, is half the 1 MiB outbound limit.)
     public mutating func applyEventByteBounds() {
         inbound.eventBytes.burst = max(inbound.eventBytes.burst, Double(maxEventBytes))
         inbound.bytes.burst = max(inbound.bytes.burst, 2 * Double(maxPayload))
-        let bounded = min(inbound.eventBytes.burst, 1e15)
-        let burst = bounded.isFinite && bounded > 0 ? Int(bounded) : maxEventBytes
-        outboundHardLimitBytes = max(outboundHardLimitBytes, burst * 2)
+        let (twoEvents, overflow) = maxEventBytes.multipliedReportingOverflow(by: 2)
+        outboundHardLimitBytes = max(outboundHardLimitBytes, overflow ? .max : twoEvents)
         outboundSoftLimitBytes = min(outboundSoftLimitBytes, outboundHardLimitBytes)
     }
 
