@@ -632,7 +632,9 @@ async def test_forged_offsets_recover_nothing(history_relay, forged):
 @async_test
 async def test_slow_consumer_close_is_never_recovered(history_relay):
     """§12: a slow-consumer close (4008) ends the session for good."""
-    relay = await history_relay("--max-event-bytes", "65536")
+    # One sender bursting ~24 MB: over its default event-bytes budget, which this test lifts.
+    relay = await history_relay("--max-event-bytes", "65536", "--event-bytes-per-second", "100000000",
+                                "--inbound-bytes-per-second", "100000000")
     user, room = unique("amy"), unique("conversation:slow")
     async with Clients() as c, RawSessions() as raw:
         bob = await member(c, relay, room)
