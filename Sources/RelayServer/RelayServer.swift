@@ -18,6 +18,7 @@ public final class RelayServer: Sendable {
     private let store: SQLiteReceiptStore?
     private let replicator: ReceiptReplicator?
     private let channelBox = NIOLockedValueBox<(any Channel)?>(nil)
+    private let trimmerBox = NIOLockedValueBox<HeapTrimmer?>(nil)
 
     /// Creates a server with its own event loops (one per configured thread).
     public static func make(configuration: RelayConfiguration, logger: Logger, clock: RelayClock = .system) async throws -> RelayServer {
@@ -101,6 +102,12 @@ public final class RelayServer: Sendable {
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         relay.hub.startLagMonitor()
+        if configuration.heapTrimIntervalMs > 0, let loop = relay.hub.shards.first?.eventLoop {
+            let trimmer = HeapTrimmer(
+                on: loop, interval: .milliseconds(Int64(configuration.heapTrimIntervalMs)), afterSessions: configuration.heapTrimAfterSessions,
+                metrics: relay.hub.metrics)
+            trimmerBox.withLockedValue { $0 = trimmer }
+        }
         relay.hub.cluster?.start()
         replicator?.start()
         _ = AdminAPI.startedAt
@@ -211,6 +218,7 @@ public final class RelayServer: Sendable {
         context.logger.info("shutting down: no longer accepting; draining sockets")
         let hub = context.hub
         hub.shutdownTimers()
+        trimmerBox.withLockedValue { $0?.cancel() }
         // Ten batches a second.
         let batch = max(1, configuration.drainRatePerSecond / 10)
         var drained = 0

@@ -192,3 +192,17 @@ final class PollingLimitsTests: XCTestCase {
         _ = try? channel.finish()
     }
 }
+
+/// The heap trimmer finds glibc's `malloc_trim` and runs it.
+final class HeapTrimmerTests: XCTestCase {
+    func testTrimsAfterEnoughSessionsEnded() throws {
+        let loop = EmbeddedEventLoop()
+        let metrics = RelayMetrics()
+        let trimmer = HeapTrimmer(on: loop, interval: .seconds(1), afterSessions: 0, metrics: metrics)
+        defer { trimmer.cancel() }
+        #if canImport(Glibc)
+        XCTAssertTrue(HeapTrimmer.isAvailable, "glibc's malloc_trim is found")
+        #endif
+        HeapTrimmer.trim()  // must not crash
+    }
+}

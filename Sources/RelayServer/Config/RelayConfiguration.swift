@@ -130,6 +130,12 @@ public struct RelayConfiguration: Sendable {
     /// Signed webhooks to the backend (off without a URL; docs/PROTOCOL.md §13).
     public var webhooks = WebhookSettings()
 
+    // Memory
+    /// How often the heap may be trimmed after connection churn (`HeapTrimmer`); 0: never.
+    public var heapTrimIntervalMs = 10_000
+    /// Sessions that must have ended since the last trim for the next one.
+    public var heapTrimAfterSessions = 256
+
     // Shutdown
     /// Sockets told to go per second during a graceful shutdown, so they do not all reconnect at once.
     public var drainRatePerSecond = 2_000

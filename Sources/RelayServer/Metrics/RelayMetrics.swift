@@ -17,6 +17,8 @@ public final class RelayMetrics: Sendable {
     let coalesced: Counter
     let dropped: Counter
     let slowConsumerCloses: Counter
+    /// Heap trims after connection churn (`HeapTrimmer`).
+    let heapTrims: Counter
     let errorBudgetCloses: Counter
     let receiptQuotaRefusals: Counter
     let receiptCommit: Timer
@@ -91,6 +93,7 @@ public final class RelayMetrics: Sendable {
         coalesced = Counter(label: "relay_coalesced_total", factory: r)
         dropped = Counter(label: "relay_dropped_total", factory: r)
         slowConsumerCloses = Counter(label: "relay_slow_consumer_closes_total", factory: r)
+        heapTrims = Counter(label: "relay_heap_trims_total", factory: r)
         errorBudgetCloses = Counter(label: "relay_error_budget_closes_total", factory: r)
         receiptQuotaRefusals = Counter(label: "relay_receipt_quota_refusals_total", factory: r)
         receiptCommit = Timer(label: "relay_receipt_commit_seconds", factory: r)
