@@ -69,7 +69,8 @@ struct SettingsOptions: ParsableArguments {
     @Option(name: .customLong("webhook-batch-size"), help: "Webhook events per request (default 100).") var webhookBatchSize: Int?
     @Option(name: .customLong("webhook-flush-ms"), help: "Longest wait for a webhook batch to fill, ms (default 200).") var webhookFlushMs: Int?
     @Option(name: .customLong("webhook-queue-size"), help: "Webhook events waiting per URL; beyond, new ones are dropped (default 10000).") var webhookQueueSize: Int?
-    @Option(name: .customLong("heap-trim-interval-ms"), help: "How often freed heap memory may be given back to the system after connection churn (256 sessions ended), ms; 0: never (default 10000).") var heapTrimIntervalMs: Int?
+    @Option(name: .customLong("heap-trim-interval-ms"), help: "How often freed heap memory may be given back to the system after connection churn (256 sessions ended or connections closed), ms; 0: never (default 10000).") var heapTrimIntervalMs: Int?
+    @Option(name: .customLong("heap-trim-after"), help: "Sessions ended or connections closed since the last heap trim that make the next one due (default 256).") var heapTrimAfter: Int?
     @Option(name: .customLong("webhook-queue-bytes"), help: "Bytes of webhook events waiting per URL; beyond, new ones are dropped (default 67108864).") var webhookQueueBytes: Int?
     @Option(name: .customLong("webhook-max-attempts"), help: "Attempts per webhook batch; 0 retries without end (default 12).") var webhookMaxAttempts: Int?
     @Option(name: .customLong("webhook-max-backoff-ms"), help: "Largest webhook retry backoff, ms (default 30000).") var webhookMaxBackoffMs: Int?
@@ -107,7 +108,7 @@ struct SettingsOptions: ParsableArguments {
         put("deflate-threshold", deflateThreshold); put("echo-path", echoPath); put("drain-rate", drainRate); put("shutdown-timeout", shutdownTimeout)
         if !webhookURLs.isEmpty { f["webhook-url"] = webhookURLs.joined(separator: ",") }
         put("webhook-secret", webhookSecret); put("webhook-events", webhookEvents); put("webhook-batch-size", webhookBatchSize)
-        put("webhook-flush-ms", webhookFlushMs); put("webhook-queue-size", webhookQueueSize); put("webhook-queue-bytes", webhookQueueBytes); put("heap-trim-interval-ms", heapTrimIntervalMs); put("webhook-max-attempts", webhookMaxAttempts)
+        put("webhook-flush-ms", webhookFlushMs); put("webhook-queue-size", webhookQueueSize); put("webhook-queue-bytes", webhookQueueBytes); put("heap-trim-interval-ms", heapTrimIntervalMs); put("heap-trim-after", heapTrimAfter); put("webhook-max-attempts", webhookMaxAttempts)
         put("webhook-max-backoff-ms", webhookMaxBackoffMs); put("webhook-timeout-ms", webhookTimeoutMs)
         put("redis", redis); put("node-id", nodeID); put("cluster-heartbeat-ms", clusterHeartbeatMs); put("log-level", logLevel); put("log-format", logFormat)
         return f

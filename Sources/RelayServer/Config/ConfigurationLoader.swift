@@ -96,7 +96,8 @@ public enum ConfigurationLoader {
         Key(name: "webhook-events", kind: .list, secret: false, defaultValue: nil, help: "client events also sent as webhooks, e.g. message:read,chat:seen"),
         Key(name: "webhook-batch-size", kind: .int, secret: false, defaultValue: "100", help: "webhook events per request"),
         Key(name: "webhook-flush-ms", kind: .int, secret: false, defaultValue: "200", help: "longest wait for a webhook batch to fill, ms"),
-        Key(name: "heap-trim-interval-ms", kind: .int, secret: false, defaultValue: "10000", help: "how often freed heap memory may be given back after connection churn (256 sessions ended), ms; 0: never"),
+        Key(name: "heap-trim-interval-ms", kind: .int, secret: false, defaultValue: "10000", help: "how often freed heap memory may be given back after connection churn (256 sessions ended or connections closed), ms; 0: never"),
+        Key(name: "heap-trim-after", kind: .int, secret: false, defaultValue: "256", help: "sessions ended or connections closed since the last heap trim that make the next one due"),
         Key(name: "webhook-queue-size", kind: .int, secret: false, defaultValue: "10000", help: "webhook events waiting per URL; beyond: dropped"),
         Key(name: "webhook-queue-bytes", kind: .int, secret: false, defaultValue: "67108864", help: "bytes of webhook events waiting per URL; beyond: dropped"),
         Key(name: "webhook-max-attempts", kind: .int, secret: false, defaultValue: "12", help: "attempts per webhook batch (0: retry without end)"),
@@ -293,6 +294,7 @@ public enum ConfigurationLoader {
             if p.hasPrefix("/"), !p.hasPrefix("/socket.io"), !p.hasPrefix("/api/"), !p.hasPrefix("/admin/") { c.echoPath = p } else { problems.append("echo-path: a path like /echo outside /socket.io, /api and /admin") }
         }
         if let v = int("heap-trim-interval-ms") { c.heapTrimIntervalMs = max(0, v) }
+        if let v = int("heap-trim-after", min: 1) { c.heapTrimAfterSessions = v }
         if let v = int("drain-rate", min: 1) { c.drainRatePerSecond = v }
         if let v = int("shutdown-timeout") { c.shutdownTimeoutMs = v }
         if let r = string("redis") {

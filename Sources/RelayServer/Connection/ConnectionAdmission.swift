@@ -68,5 +68,6 @@ final class ConnectionAdmission {
         guard !released else { return }
         released = true
         admission.close(ip: key)
+        LiveObjects.connectionClosed()
     }
 }

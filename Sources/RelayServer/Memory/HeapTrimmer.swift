@@ -11,7 +11,8 @@ import Glibc
 /// Sessions that end free everything they held (`LiveObjects` returns to zero), but glibc keeps
 /// freed heap pages in its arenas: after a wave of 20 000 abandoned handshakes RSS stayed about
 /// 30 MiB above where it started, and `malloc_trim(0)` brought it back below. So, every
-/// `interval`, once at least `afterSessions` sessions ended since the last trim, the heap is
+/// `interval`, once at least `afterSessions` sessions ended or connections closed since the last
+/// trim, the heap is
 /// trimmed — on NIO's thread pool, never on an event loop (it walks the arenas under their
 /// locks; a few milliseconds at most, only after churn).
 final class HeapTrimmer: Sendable {
@@ -19,9 +20,9 @@ final class HeapTrimmer: Sendable {
 
     init(on loop: any EventLoop, interval: TimeAmount, afterSessions: Int, metrics: RelayMetrics) {
         // Read and written by the repeated task only (one loop); atomic so it can be made here.
-        let last = ManagedAtomic(LiveObjects.ended)
+        let last = ManagedAtomic(LiveObjects.churn)
         task = loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-            let ended = LiveObjects.ended
+            let ended = LiveObjects.churn
             guard ended &- last.load(ordering: .relaxed) >= afterSessions else { return }
             last.store(ended, ordering: .relaxed)
             NIOThreadPool.singleton.submit { state in

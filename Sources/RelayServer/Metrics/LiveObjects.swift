@@ -15,8 +15,9 @@ enum LiveObjects {
     private static let sessions = ManagedAtomic<Int>(0)
     private static let pollingTransports = ManagedAtomic<Int>(0)
     private static let webSocketTransports = ManagedAtomic<Int>(0)
-    /// Sessions released since the process started (`HeapTrimmer` trims after churn).
-    private static let endedSessions = ManagedAtomic<Int>(0)
+    /// Sessions released and TCP connections closed since the process started
+    /// (`HeapTrimmer` trims after churn).
+    private static let churnCount = ManagedAtomic<Int>(0)
 
     private static func counter(_ kind: Kind) -> ManagedAtomic<Int> {
         switch kind {
@@ -29,10 +30,14 @@ enum LiveObjects {
     static func created(_ kind: Kind) { counter(kind).wrappingIncrement(ordering: .relaxed) }
     static func released(_ kind: Kind) {
         counter(kind).wrappingDecrement(ordering: .relaxed)
-        if kind == .session { endedSessions.wrappingIncrement(ordering: .relaxed) }
+        if kind == .session { churnCount.wrappingIncrement(ordering: .relaxed) }
     }
 
-    static var ended: Int { endedSessions.load(ordering: .relaxed) }
+    /// A TCP connection closed (whatever it carried).
+    static func connectionClosed() { churnCount.wrappingIncrement(ordering: .relaxed) }
+
+    /// Sessions ended plus connections closed so far.
+    static var churn: Int { churnCount.load(ordering: .relaxed) }
     static func count(_ kind: Kind) -> Int { counter(kind).load(ordering: .relaxed) }
 
     /// Prometheus text for `/metrics`.
