@@ -15,8 +15,8 @@ import RelayRedis
 public final class RedisBroker: Broker {
     let bus: ClusterBus
     public let limits: HistoryLimits
-    private let handler = NIOLockedValueBox<(@Sendable (StreamKey, OutboundMessage, Routing) -> Void)?>(nil)
-    private let controlHandler = NIOLockedValueBox<(@Sendable (ControlMessage) -> Void)?>(nil)
+    private let handler = CallbackSlot<@Sendable (StreamKey, OutboundMessage, Routing) -> Void>()
+    private let controlHandler = CallbackSlot<@Sendable (ControlMessage) -> Void>()
     static let controlChannel = "relay:control"
     /// Recoverable events could not be stored since this wall time (ms).
     private let gapSince = NIOLockedValueBox<Int64?>(nil)
@@ -37,7 +37,7 @@ public final class RedisBroker: Broker {
     }
 
     public func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) {
-        controlHandler.withLockedValue { $0 = handler }
+        controlHandler.set(handler)
     }
 
     public var keepsHistory: Bool { limits.isEnabled }
@@ -56,7 +56,7 @@ public final class RedisBroker: Broker {
     static let gapKey = "relay:history-gap"
 
     public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, OutboundMessage, Routing) -> Void) {
-        self.handler.withLockedValue { $0 = handler }
+        self.handler.set(handler)
     }
 
     public func subscribe(_ stream: StreamKey) { bus.redis.subscribe([Self.channel(stream)]) }
@@ -156,7 +156,7 @@ public final class RedisBroker: Broker {
     private func received(channel: String, payload: ByteBuffer) {
         if channel == Self.controlChannel {
             guard let json = try? JSONParser.parse(Array(payload.readableBytesView)), json["o"]?.stringValue != bus.nodeID,
-                let message = json["m"].flatMap({ ControlMessage(json: $0) }), let handler = controlHandler.withLockedValue({ $0 })
+                let message = json["m"].flatMap({ ControlMessage(json: $0) }), let handler = controlHandler.value
             else { return }
             handler(message)
             return
@@ -172,7 +172,7 @@ public final class RedisBroker: Broker {
         // This node's own plain events were delivered when published; its recoverable ones come
         // back here, like everyone's.
         guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != bus.nodeID || id != nil,
-            let handler = handler.withLockedValue({ $0 }), let stream = Self.stream(ofChannel: channel)
+            let handler = handler.value, let stream = Self.stream(ofChannel: channel)
         else { return }
         var message = envelope.message
         if let id { message.stamp = RecoveryStamp(position: StreamPosition(stream: stream, offset: id)) }

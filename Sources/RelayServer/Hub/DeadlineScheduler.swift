@@ -17,7 +17,7 @@ final class DeadlineScheduler: Sendable {
     /// loop whose deadline is not earlier than the one already set returns without locking.
     /// Written only under the lock.
     private let scheduledAt = ManagedAtomic<Int64>(.max)
-    private let action: NIOLockedValueBox<(@Sendable () -> Int64?)?> = NIOLockedValueBox(nil)
+    private let action = CallbackSlot<@Sendable () -> Int64?>()
 
     init(eventLoop: any EventLoop, now: @escaping @Sendable () -> Int64) {
         self.eventLoop = eventLoop
@@ -25,7 +25,7 @@ final class DeadlineScheduler: Sendable {
     }
 
     func setAction(_ action: @escaping @Sendable () -> Int64?) {
-        self.action.withLockedValue { $0 = action }
+        self.action.set(action)
     }
 
     /// Makes sure the action runs no later than `deadline`.
@@ -49,7 +49,7 @@ final class DeadlineScheduler: Sendable {
             state = State()
             scheduledAt.store(.max, ordering: .sequentiallyConsistent)
         }
-        guard let action = action.withLockedValue({ $0 }) else { return }
+        guard let action = action.value else { return }
         if let next = action() { schedule(at: next) }
     }
 
