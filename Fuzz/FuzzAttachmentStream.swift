@@ -115,11 +115,11 @@ private struct AttachmentHarness {
         let isMessage = message.first == UInt8(ascii: "4")
         let isBinaryHeader = isMessage && (payload.first == UInt8(ascii: "5") || payload.first == UInt8(ascii: "6"))
         if wasClosed {
-            guard actions.isEmpty else { fail("actions after close for \(show(message)): \(actions)") }
+            guard actions.isEmpty else { fail("actions after close for \(fuzzShow(message)): \(actions)") }
             return
         }
         if !connected && isBinaryHeader {
-            guard isConnectRefusal(actions) else { fail("binary header \(show(message)) before CONNECT gave \(actions)") }
+            guard isConnectRefusal(actions) else { fail("binary header \(fuzzShow(message)) before CONNECT gave \(actions)") }
         }
         var binaryHandle: [UInt8]? = nil
         if connected && isMessage {
@@ -138,11 +138,11 @@ private struct AttachmentHarness {
         let connected = session.user != nil
         let actions = feed(&session)
         if wasClosed {
-            guard actions.isEmpty else { fail("actions after close for attachment \(show(message)): \(actions)") }
+            guard actions.isEmpty else { fail("actions after close for attachment \(fuzzShow(message)): \(actions)") }
             return
         }
         guard connected else {
-            guard isConnectRefusal(actions) else { fail("attachment \(show(message)) before CONNECT gave \(actions)") }
+            guard isConnectRefusal(actions) else { fail("attachment \(fuzzShow(message)) before CONNECT gave \(actions)") }
             return
         }
         fed.append(bytes)
@@ -178,7 +178,7 @@ private struct AttachmentHarness {
             switch action {
             case .send(let out):
                 guard let type = out.first, (UInt8(ascii: "0")...UInt8(ascii: "6")).contains(type) else {
-                    fail("not an Engine.IO packet: \(show(out))")
+                    fail("not an Engine.IO packet: \(fuzzShow(out))")
                 }
                 if out.starts(with: "44{".utf8) {
                     guard index + 1 < actions.count, case .close(CloseCode.authenticationFailed, _) = actions[index + 1] else {
@@ -217,11 +217,11 @@ private struct AttachmentHarness {
         }
         let fed = attachments.compactMap { $0 }
         guard carried == fed, fed.count <= maxAttachments else {
-            fail("handled \(carried.count) attachments, fed \(fed.count) since \(show(header)) (max \(maxAttachments)): \(event)")
+            fail("handled \(carried.count) attachments, fed \(fed.count) since \(fuzzShow(header)) (max \(maxAttachments)): \(event)")
         }
         guard var packet = try? SocketPacket.decode(header[...], maxAttachments: maxAttachments), packet.type == .binaryEvent,
             packet.attachmentCount == fed.count, packet.ackID == ackID
-        else { fail("handled \(event) for the header \(show(header)) with \(fed.count) attachments") }
+        else { fail("handled \(event) for the header \(fuzzShow(header)) with \(fed.count) attachments") }
         packet.attachmentCount = fed.count
         let headerText = packet.encodedMessage().count
         let cost = fed.reduce(headerText) { $0 + 2 + 4 * (($1.count + 2) / 3) }
@@ -231,22 +231,6 @@ private struct AttachmentHarness {
     }
 
     func fail(_ message: String) -> Never {
-        fatalError("\(message)\ninput (\(input.count) bytes): \(hex(input))")
+        fatalError("\(message)\ninput (\(input.count) bytes): \(fuzzHex(input))")
     }
-}
-
-private func hex(_ bytes: [UInt8]) -> String {
-    let hexDigits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    for b in bytes.prefix(8192) {
-        out.append(hexDigits[Int(b >> 4)])
-        out.append(hexDigits[Int(b & 0xF)])
-    }
-    return String(decoding: out, as: UTF8.self) + (bytes.count > 8192 ? "… (first 8192 bytes)" : "")
-}
-
-private func show<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-    let shown = bytes.prefix(512)
-    let text = String(decoding: shown, as: UTF8.self).debugDescription
-    return bytes.count > shown.count ? "\(text)… (\(bytes.count) bytes)" : text
 }

@@ -144,7 +144,7 @@ private struct PollingHarness {
         }
         let actions = session.receive(packet, from: .polling, now: now, wallMs: now)
         if wasClosed {
-            guard actions.isEmpty, session.phase == .closed else { fail("actions after close for \(show(packet)): \(actions)") }
+            guard actions.isEmpty, session.phase == .closed else { fail("actions after close for \(fuzzShow(packet)): \(actions)") }
             return false
         }
         guard admitted else {
@@ -166,7 +166,7 @@ private struct PollingHarness {
             let expected: [EngineSession.Action] =
                 data.utf8.count <= maxPingBytes
                 ? [.send(Array(("3" + data).utf8))] : [.close(code: CloseCode.protocolError, reason: "ping data too long")]
-            guard actions == expected else { fail("ping \(show(packet)) (max \(maxPingBytes) bytes) gave \(actions), expected \(expected)") }
+            guard actions == expected else { fail("ping \(fuzzShow(packet)) (max \(maxPingBytes) bytes) gave \(actions), expected \(expected)") }
         }
 
         var bytes = 0
@@ -174,7 +174,7 @@ private struct PollingHarness {
             switch action {
             case .send(let out):
                 guard let type = out.first, (UInt8(ascii: "0")...UInt8(ascii: "6")).contains(type) else {
-                    fail("not an Engine.IO packet: \(show(out))")
+                    fail("not an Engine.IO packet: \(fuzzShow(out))")
                 }
                 bytes += out.count
             case .close(let code, let reason):
@@ -183,7 +183,7 @@ private struct PollingHarness {
                     fail("close \(code) \(reason) out of place: \(actions), phase \(session.phase)")
                 }
                 guard !(code == CloseCode.policyViolation && reason == "too many packets") else {
-                    fail("closed for too many packets with \(tokens) thousandths of a packet left: packet \(show(packet))")
+                    fail("closed for too many packets with \(tokens) thousandths of a packet left: packet \(fuzzShow(packet))")
                 }
             case .authenticate:
                 authenticates += 1
@@ -205,7 +205,7 @@ private struct PollingHarness {
             bytes += finishLogin()
         }
         guard bytes <= maxAnswerOverhead + maxAnswerPerByte * packet.count else {
-            fail("\(bytes) bytes sent for a packet of \(packet.count) bytes \(show(packet)): \(actions)")
+            fail("\(bytes) bytes sent for a packet of \(packet.count) bytes \(fuzzShow(packet)): \(actions)")
         }
         sentBytes += bytes
         return !session.isClosed
@@ -257,26 +257,10 @@ private struct PollingHarness {
         guard count == separators + 1, start == body.endIndex + 1 else {
             fail("\(count) packets for \(separators) separators, last ends at \(start - 1) of \(body.endIndex)")
         }
-        guard joined.elementsEqual(body) else { fail("joined packets \(show(joined)) differ from the body \(show(body))") }
+        guard joined.elementsEqual(body) else { fail("joined packets \(fuzzShow(joined)) differ from the body \(fuzzShow(body))") }
     }
 
     func fail(_ message: String) -> Never {
-        fatalError("\(message)\ninput (\(input.count) bytes): \(hex(input))")
+        fatalError("\(message)\ninput (\(input.count) bytes): \(fuzzHex(input))")
     }
-}
-
-private func hex(_ bytes: [UInt8]) -> String {
-    let hexDigits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    for b in bytes.prefix(8192) {
-        out.append(hexDigits[Int(b >> 4)])
-        out.append(hexDigits[Int(b & 0xF)])
-    }
-    return String(decoding: out, as: UTF8.self) + (bytes.count > 8192 ? "… (first 8192 bytes)" : "")
-}
-
-private func show<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-    let shown = bytes.prefix(512)
-    let text = String(decoding: shown, as: UTF8.self).debugDescription
-    return bytes.count > shown.count ? "\(text)… (\(bytes.count) bytes)" : text
 }

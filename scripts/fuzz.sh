@@ -46,7 +46,7 @@ if ! swiftc -sanitize=fuzzer -parse-as-library "$probe_dir/probe.swift" -o "$pro
 fi
 echo "toolchain: $(swiftc --version 2>&1 | head -n 1); libFuzzer runtime available"
 
-# 2. Build every target: all of RelayCore plus the target file, as one module.
+# 2. Build every target: all of RelayCore, Fuzz/Support and the target file, as one module.
 mapfile -t SOURCES < <(find Sources/RelayCore -name '*.swift' | LC_ALL=C sort)
 for target in "${TARGETS[@]}"; do
     if [ ! -f "Fuzz/$target.swift" ]; then
@@ -55,7 +55,7 @@ for target in "${TARGETS[@]}"; do
     fi
     echo "building $target ..."
     if ! swiftc -O -sanitize="$SANITIZE" -parse-as-library -module-name "$target" \
-        "${SOURCES[@]}" "Fuzz/$target.swift" -o "$OUT/$target" >"$OUT/logs/$target.build.log" 2>&1; then
+        "${SOURCES[@]}" Fuzz/Support/*.swift "Fuzz/$target.swift" -o "$OUT/$target" >"$OUT/logs/$target.build.log" 2>&1; then
         grep -v "warning: Cannot export local symbol" "$OUT/logs/$target.build.log" | tail -n 40 >&2
         echo "error: building $target failed (full log: $OUT/logs/$target.build.log)" >&2
         exit 1

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import os
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -370,3 +371,40 @@ async def emit_api(relay, event: str, to: dict, data: Any = None, key: str | Non
     if data is not None:
         body["data"] = data
     return await http(relay, "POST", "/api/v1/emit", body=body, key=key)
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile clients' shared pieces (test_hostile.py, test_hostile_matrix.py)
+
+
+def rss(relay) -> int:
+    """The relay process's resident memory, bytes."""
+    with open(f"/proc/{relay.proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+async def alive(relay) -> None:
+    """The relay process still runs and answers `/healthz`."""
+    assert relay.proc.poll() is None, f"relay exited with {relay.proc.returncode}:\n{relay.log()[-3000:]}"
+    status, body = await http(relay, "GET", "/healthz", key=None)
+    assert status == 200 and body == {"status": "ok"}, (status, body)
+
+
+def frame(opcode: int, payload: bytes | str, fin: bool = True, declared: int | None = None) -> bytes:
+    """A masked client WebSocket frame (mask key 0, so the payload goes as is). `declared`
+    lies about the length."""
+    if isinstance(payload, str):
+        payload = payload.encode()
+    length = len(payload) if declared is None else declared
+    first = (0x80 if fin else 0) | opcode
+    if length < 126:
+        head = struct.pack("!BB", first, 0x80 | length)
+    elif length < 1 << 16:
+        head = struct.pack("!BBH", first, 0x80 | 126, length)
+    else:
+        head = struct.pack("!BBQ", first, 0x80 | 127, length)
+    return head + b"\0\0\0\0" + payload
+

@@ -8,31 +8,14 @@ Every flood is bounded in count and in time; all traffic goes to 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import os
 import struct
 import time
 
-from helpers import (ROOM, TIMEOUT, Clients, RawSocket, async_test, emit_api, http, make_jwt,
+from helpers import (ROOM, alive, frame, rss, TIMEOUT, Clients, RawSocket, async_test, emit_api, http, make_jwt,
                      mint_token, parse_connect_error)
 
 MiB = 1024 * 1024
-
-
-def rss(relay) -> int:
-    """The relay process's resident memory, bytes."""
-    with open(f"/proc/{relay.proc.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-async def alive(relay) -> None:
-    assert relay.proc.poll() is None, f"relay exited with {relay.proc.returncode}:\n{relay.log[-3000:]}"
-    status, body = await http(relay, "GET", "/healthz", key=None)
-    assert status == 200 and body == {"status": "ok"}, (status, body)
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,20 +38,6 @@ async def raw_request(relay, text: str, read: bool = True) -> tuple[asyncio.Stre
         raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TIMEOUT)
         head = raw.decode("latin-1")
     return reader, writer, head
-
-
-def frame(opcode: int, payload: bytes, fin: bool = True, declared: int | None = None) -> bytes:
-    """A masked client frame (mask key 0, so the payload goes as is). `declared` lies about
-    the length."""
-    length = len(payload) if declared is None else declared
-    first = (0x80 if fin else 0) | opcode
-    if length < 126:
-        head = struct.pack("!BB", first, 0x80 | length)
-    elif length < 1 << 16:
-        head = struct.pack("!BBH", first, 0x80 | 126, length)
-    else:
-        head = struct.pack("!BBQ", first, 0x80 | 127, length)
-    return head + b"\0\0\0\0" + payload
 
 
 async def upgraded(relay, extra_headers: str = "") -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

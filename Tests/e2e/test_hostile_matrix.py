@@ -41,7 +41,7 @@ from typing import Any, Callable
 import aiohttp
 import pytest
 
-from helpers import API_KEY, ROOM, TIMEOUT, http, make_jwt, mint_token, run
+from helpers import API_KEY, ROOM, TIMEOUT, alive, frame, http, make_jwt, mint_token, rss, run
 
 MiB = 1024 * 1024
 SEP = "\x1e"
@@ -85,21 +85,6 @@ PLACEHOLDER = {"_placeholder": True, "num": 0}
 
 # --------------------------------------------------------------------------------------------
 # The relay's health and memory
-
-
-def rss(relay) -> int:
-    """The relay process's resident memory, bytes."""
-    with open(f"/proc/{relay.proc.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-async def alive(relay) -> None:
-    assert relay.proc.poll() is None, f"relay exited with {relay.proc.returncode}:\n{relay.log()[-3000:]}"
-    status, body = await http(relay, "GET", "/healthz", key=None)
-    assert status == 200 and body == {"status": "ok"}, (status, body)
 
 
 class PeakRSS:
@@ -284,21 +269,6 @@ UPGRADE = (
 ).encode("latin-1")
 
 TEXT, BINARY, CLOSE, PING, PONG = 0x1, 0x2, 0x8, 0x9, 0xA
-
-
-def frame(opcode: int, payload: bytes | str, fin: bool = True) -> bytes:
-    """A masked client frame (mask key 0, so the payload goes as is)."""
-    if isinstance(payload, str):
-        payload = payload.encode()
-    n = len(payload)
-    first = (0x80 if fin else 0) | opcode
-    if n < 126:
-        head = struct.pack("!BB", first, 0x80 | n)
-    elif n < 1 << 16:
-        head = struct.pack("!BBH", first, 0x80 | 126, n)
-    else:
-        head = struct.pack("!BBQ", first, 0x80 | 127, n)
-    return head + b"\0\0\0\0" + payload
 
 
 class RawWS:
@@ -674,6 +644,22 @@ class Peer:
             await self.poller.stop_reading()
 
 
+async def clients_row(relay, name: str, bound: int, transport: str, ws_client, polling_client, reason: str) -> None:
+    """FLOODERS clients of a row at once on `transport` (`ws_client(i)`, or `polling_client(session,
+    i)`), within the row's RSS bound, each session ended and counted under `reason`."""
+    await warm_up(relay)
+    with PeakRSS(relay, name, bound) as mem:
+        before = await disconnects(relay)
+        if transport == WEBSOCKET:
+            await asyncio.gather(*(ws_client(i) for i in range(FLOODERS)))
+        else:
+            async with http_session() as s:
+                await asyncio.gather(*(polling_client(s, i) for i in range(FLOODERS)))
+        await assert_disconnects(relay, before, reason, FLOODERS)
+    await alive(relay)
+    mem.check(f"{FLOODERS} clients")
+
+
 async def warm_up(relay) -> None:
     """One logged-in client per transport and a few refusals, so that the first row's pools are
     allocated before its baseline."""
@@ -852,20 +838,8 @@ def test_long_ping_data(start_relay, transport, state):
         status, text = await p.get()
         assert status == 400 and json.loads(text) == SESSION_UNKNOWN, (status, text)
 
-    async def scenario():
-        await warm_up(relay)
-        with PeakRSS(relay, f"long ping {transport}/{state}", LONG_PING_BOUND) as mem:
-            before = await disconnects(relay)
-            if transport == WEBSOCKET:
-                await asyncio.gather(*(ws_client(i) for i in range(FLOODERS)))
-            else:
-                async with http_session() as s:
-                    await asyncio.gather(*(polling_client(s, i) for i in range(FLOODERS)))
-            await assert_disconnects(relay, before, "protocol_error", FLOODERS)  # 1002
-        await alive(relay)
-        mem.check(f"{FLOODERS} clients")
-
-    run(scenario(), ROW_TIMEOUT)
+    run(clients_row(relay, f"long ping {transport}/{state}", LONG_PING_BOUND, transport, ws_client, polling_client,
+                    "protocol_error"), ROW_TIMEOUT)  # 1002
 
 
 # --------------------------------------------------------------------------------------------
@@ -1064,20 +1038,8 @@ def test_binary_packet_before_connect(start_relay, transport):
         status, text = await p.get()
         assert status == 400 and json.loads(text) == SESSION_UNKNOWN, (status, text)
 
-    async def scenario():
-        await warm_up(relay)
-        with PeakRSS(relay, f"binary before CONNECT {transport}", BINARY_BEFORE_CONNECT_BOUND) as mem:
-            before = await disconnects(relay)
-            if transport == WEBSOCKET:
-                await asyncio.gather(*(ws_client(i) for i in range(FLOODERS)))
-            else:
-                async with http_session() as s:
-                    await asyncio.gather(*(polling_client(s, i) for i in range(FLOODERS)))
-            await assert_disconnects(relay, before, "auth_failed", FLOODERS)  # 4003
-        await alive(relay)
-        mem.check(f"{FLOODERS} clients")
-
-    run(scenario(), ROW_TIMEOUT)
+    run(clients_row(relay, f"binary before CONNECT {transport}", BINARY_BEFORE_CONNECT_BOUND, transport, ws_client,
+                    polling_client, "auth_failed"), ROW_TIMEOUT)  # 4003
 
 
 # --------------------------------------------------------------------------------------------
