@@ -37,6 +37,14 @@ public struct BinaryPacket: Equatable, Sendable {
         return attachments.reduce(header.encodedMessage().count - 1) { $0 + $1.count }
     }
 
+    /// What every recipient pays for the packet on the costliest transport (long-polling: the
+    /// Engine.IO header, then `\x1e` `b<base64>` per attachment): the measure of an event's size.
+    public var recipientByteCount: Int {
+        var header = self.header
+        header.attachmentCount = attachments.count
+        return WireSize.polling(text: header.encodedMessage().count, attachments: attachments.map(\.count))
+    }
+
     /// Encodes the packet once for fan-out. The header is written with `attachments.count` as
     /// its count, whatever `header.attachmentCount` says.
     public func encoded() -> EncodedBinaryPacket {

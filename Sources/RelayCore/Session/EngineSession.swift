@@ -359,8 +359,7 @@ public struct EngineSession: Sendable {
             return fail(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: binary.header.ackID, now: now)
         }
         // Measured as every recipient is charged: long-polling carries attachments as base64.
-        let cost = WireSize.polling(text: binary.byteCount - binary.attachments.reduce(0) { $0 + $1.count } + 1, attachments: binary.attachments.map(\.count))
-        return dispatch(event, user: user, size: cost, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
+        return dispatch(event, user: user, size: binary.recipientByteCount, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
     }
 
     /// The error reply for a refused packet.
