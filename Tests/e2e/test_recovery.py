@@ -23,7 +23,8 @@ from recovery_helpers import (PID, PID_SPEC, ArgsClient, RawSession, RawSessions
 from test_cluster import RedisServer, free_port, wait_linked
 from test_stock_clients import sids_of
 
-RATE_FLAGS = ["--events-per-second", "1000", "--event-burst", "1000", "--rate", "custom=1000:1000"]
+RATE_FLAGS = ["--events-per-second", "1000", "--event-burst", "1000", "--rate", "custom=1000:1000",
+              "--packets-per-second", "2000"]  # the tests burst acked events faster than the default 250 packets/s
 RELAY_ARGS = RATE_FLAGS
 
 TICKS = 150
