@@ -47,7 +47,7 @@ final class WebSocketTransportTests: XCTestCase {
         let s = try h.session()
         _ = try s.texts()
         try s.send("40/admin,{\"token\":\"alice\"}")
-        XCTAssertEqual(try s.texts(), ["44/admin,{\"message\":\"only the main namespace \\\"/\\\" is served\",\"data\":{\"code\":\"invalid_namespace\"}}"])
+        XCTAssertEqual(try s.texts(), ["44/admin,{\"message\":\"Invalid namespace\"}"])
     }
 
     func testNoConnectWithinTimeoutCloses4001() throws {
@@ -109,10 +109,7 @@ final class WebSocketTransportTests: XCTestCase {
         let s = try h.session()
         try s.connect("alice")
         try s.sendBytes([1, 2, 3], opcode: .binary)
-        let texts = try s.texts()
-        XCTAssertEqual(texts.count, 1)
-        XCTAssertTrue(texts[0].hasPrefix("42[\"error\",{\"code\":\"invalid_packet\""), texts[0])
-        XCTAssertNil(try s.closeCode())
+        XCTAssertEqual(try s.closeCode(), CloseCode.protocolError, "the packet does not parse: closed, as the protocol says")
     }
 
     func testABinaryEventIsForwardedWithItsAttachmentFrames() throws {
@@ -186,14 +183,26 @@ final class WebSocketTransportTests: XCTestCase {
         XCTAssertEqual(try s.texts(), ["431[{\"ok\":false,\"error\":{\"code\":\"not_connected\",\"message\":\"send CONNECT (40) first\"}}]"])
     }
 
-    func testMalformedPacketAfterConnectGetsInvalidPacket() throws {
+    func testMalformedPacketAfterConnectCloses1002() throws {
         let h = Harness()
         let s = try h.session()
         try s.connect("alice")
         try s.send("42[\"room:join\",{")
-        let texts = try s.texts()
-        XCTAssertTrue(texts.first?.contains("invalid_packet") == true, "\(texts)")
-        XCTAssertNil(try s.closeCode(), "a bad packet is answered, not fatal")
+        XCTAssertEqual(try s.closeCode(), CloseCode.protocolError, "a packet that does not parse closes, as the protocol says")
+        XCTAssertEqual(h.relay.hub.connectionCount, 0)
+    }
+
+    func testDisconnectKeepsTheEngineSessionAndAllowsANewConnect() throws {
+        let h = Harness()
+        let s = try h.session()
+        try s.connect("alice")
+        XCTAssertEqual(h.relay.hub.connectionCount, 1)
+        try s.send("41")
+        XCTAssertNil(try s.closeCode(), "the Engine.IO session stays open")
+        XCTAssertEqual(h.relay.hub.connectionCount, 0, "the socket left the hub")
+        try s.send("40{\"token\":\"alice\"}")
+        XCTAssertTrue(try s.texts().first?.hasPrefix("40{") == true)
+        XCTAssertEqual(h.relay.hub.connectionCount, 1, "registered again")
     }
 
     func testRateLimitAnswersRateLimited() throws {

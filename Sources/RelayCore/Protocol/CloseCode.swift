@@ -25,6 +25,27 @@ public enum CloseCode {
     /// this one still looked alive: the old connection is closed and its session handed over.
     public static let replaced: UInt16 = 4009
 
+    /// Whether a session that ended with `code` still answers the long-polling client's next
+    /// `GET` with what it buffered and Engine.IO `1`, when no `GET` was waiting: the ends the
+    /// client must hear about (a CONNECT refusal, a kick, an expired token, a shutdown). After
+    /// a ping timeout, a broken rule or the client's own close the session is simply gone:
+    /// the next `GET` gets 400, as the Engine.IO protocol says.
+    public static func isOwedToPoller(_ code: UInt16) -> Bool {
+        switch code {
+        case goingAway, internalError, connectTimeout, authenticationFailed, kicked, tokenExpired, slowConsumer, replaced: return true
+        default: return false
+        }
+    }
+
+    /// Whether `code` ends a session for input that broke the protocol or a limit: the polling
+    /// request that carried it is answered 400.
+    public static func isRequestFault(_ code: UInt16) -> Bool {
+        switch code {
+        case protocolError, unsupportedData, invalidPayloadData, policyViolation, messageTooBig: return true
+        default: return false
+        }
+    }
+
     /// Whether a peer may send `code` in a close frame (RFC 6455 §7.4).
     public static func isValidReceived(_ code: UInt16) -> Bool {
         switch code {

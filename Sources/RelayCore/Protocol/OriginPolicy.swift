@@ -32,6 +32,17 @@ public struct OriginPolicy: Sendable, Equatable {
         return Self.sameAuthority(authority, scheme: scheme, Self.trimmed(host).lowercased())
     }
 
+    /// The CORS headers for an admitted `origin`: an origin the allow-list names gets itself
+    /// back with credentials (the cookies of a sticky load balancer); one admitted only by `*`,
+    /// or as the relay's own host, gets `*` without credentials, so no site can make
+    /// credentialed requests merely because the relay is open to every site.
+    public func corsHeaders(origin: String) -> [(String, String)] {
+        if allowed.contains(Self.trimmed(origin).lowercased()) {
+            return [("access-control-allow-origin", origin), ("access-control-allow-credentials", "true"), ("vary", "Origin")]
+        }
+        return [("access-control-allow-origin", "*")]
+    }
+
     /// `scheme://authority` (an Origin has no path); nil for anything else, `null` included.
     static func split(_ origin: String) -> (scheme: String, authority: String)? {
         let bytes = Array(origin.utf8)

@@ -40,6 +40,9 @@ public struct EngineSession: Sendable {
         /// Run this validated client event for `user`; when `ackID` is set it gets exactly one
         /// ack (`ack(_:payload:)` or `fail(_:event:ackID:now:)`).
         case handle(ClientEvent, ackID: Int64?, user: AuthenticatedUser)
+        /// The client sent Socket.IO DISCONNECT (`41`): its socket leaves the hub (rooms,
+        /// presence; not kept for recovery); the Engine.IO session stays open and may CONNECT again.
+        case leave
         /// End the session: close the transport with this WebSocket close code.
         case close(code: UInt16, reason: String)
         /// For metrics: a client event named `event` arrived (valid or not).
@@ -76,9 +79,11 @@ public struct EngineSession: Sendable {
     /// it (`exp` + leeway), monotonic ms.
     private var expiryNoticeAt: Int64?
     private var expiryAt: Int64?
-    /// The client left on purpose (Socket.IO DISCONNECT `41`): its session is not kept for
-    /// recovery.
+    /// The client left on purpose (Socket.IO DISCONNECT `41`) and has not connected again: its
+    /// session is not kept for recovery.
     public private(set) var clientDisconnected = false
+    /// Late polling requests and held WebSocket packets right after the upgrade.
+    private var handover = UpgradeHandover()
     /// The CONNECT answer, repeated if the client sends CONNECT again.
     private var answer: [UInt8]?
 
@@ -127,7 +132,8 @@ public struct EngineSession: Sendable {
             guard let b else { return a }
             return min(a, b)
         }
-        return earlier(earlier(earlier(nextPingAt, pongDeadline), earlier(connectDeadline, upgradeDeadline)), earlier(expiryNoticeAt, expiryAt))
+        let timers = earlier(earlier(earlier(nextPingAt, pongDeadline), earlier(connectDeadline, upgradeDeadline)), earlier(expiryNoticeAt, expiryAt))
+        return earlier(timers, handover.deadline)
     }
 
     // MARK: Lifecycle
@@ -147,6 +153,11 @@ public struct EngineSession: Sendable {
     public mutating func tick(now: Int64) -> [Action] {
         guard phase != .closed else { return [] }
         var actions: [Action] = []
+        if let deadline = handover.deadline, deadline <= now {
+            // No CONNECT came by polling: what the WebSocket sent is taken as it came.
+            actions += takeHeld(now: now)
+            if phase == .closed { return actions }
+        }
         if let deadline = upgradeDeadline, deadline <= now {
             upgradeDeadline = nil
             upgrading = false
@@ -194,6 +205,7 @@ public struct EngineSession: Sendable {
         upgradeDeadline = nil
         expiryNoticeAt = nil
         expiryAt = nil
+        handover.end()
         return [.close(code: code, reason: reason)]
     }
 
@@ -206,8 +218,13 @@ public struct EngineSession: Sendable {
     ///   - wallMs: wall-clock time, ms since 1970 (the `ts` of receipts).
     public mutating func receive(_ packet: ArraySlice<UInt8>, from: Transport, now: Int64, wallMs: Int64) -> [Action] {
         guard phase != .closed else { return [] }
-        if from != transport { return receiveOnProbe(packet, now: now) }
+        if from != transport {
+            guard from == .polling else { return receiveOnProbe(packet, now: now) }
+            // A polling request after the upgrade: the session's only if it was sent before it.
+            guard acceptsPolling(now: now) else { return [] }
+        }
         guard inbound.takePacket(size: packet.count, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        if from == .websocket, mayHoldForLateConnect(packet, now: now), handover.hold(packet) { return [] }
         // Long-polling carries a binary attachment as `b<base64>`.
         if from == .polling, packet.first == UInt8(ascii: "b") {
             return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBase64(packet.dropFirst()) }
@@ -242,6 +259,33 @@ public struct EngineSession: Sendable {
         }
     }
 
+    /// Whether a polling request at `now` is the session's: polling is its transport, or it
+    /// moved to WebSocket so recently that the client may have sent the request before the `5`.
+    public func acceptsPolling(now: Int64) -> Bool {
+        transport == .polling || handover.isOpen(now: now)
+    }
+
+    /// A Socket.IO packet (not a CONNECT) on the WebSocket while a CONNECT may still come by
+    /// polling: it waits for it.
+    private func mayHoldForLateConnect(_ packet: ArraySlice<UInt8>, now: Int64) -> Bool {
+        guard phase == .awaitingConnect, !clientDisconnected, handover.isOpen(now: now) else { return false }
+        var bytes = packet.makeIterator()
+        guard bytes.next() == UInt8(ascii: "4") else { return false }
+        return bytes.next() != UInt8(ascii: "0")
+    }
+
+    /// What the WebSocket sent while a late CONNECT was awaited, taken in order.
+    private mutating func takeHeld(now: Int64) -> [Action] {
+        var actions: [Action] = []
+        for packet in handover.release() {
+            guard phase != .closed else { break }
+            // Held only before a CONNECT was verified, so none of them is run as an event and
+            // the wall clock (the `ts` of receipts) is never read.
+            actions += receiveSocketPacket(packet.dropFirst(), size: packet.count, now: now, wallMs: 0)
+        }
+        return actions
+    }
+
     /// A WebSocket control frame (ping, pong) of `size` bytes on the session's transport: the
     /// transport answers it, the session's budget pays for it.
     public mutating func receiveControlFrame(size: Int, now: Int64) -> [Action] {
@@ -274,6 +318,7 @@ public struct EngineSession: Sendable {
             transport = .websocket
             upgrading = false
             upgradeDeadline = nil
+            handover.begin(now: now, windowMs: configuration.upgradeTimeoutMs)
             return [.upgraded]
         case .noop:
             return []
@@ -301,7 +346,7 @@ public struct EngineSession: Sendable {
             case .packet, .awaitingAttachments, .skipped: return []
             }
         } catch {
-            return refuse(Self.relayError(error), ackID: Self.ackID(of: error), now: now)
+            return malformed(error, now: now)
         }
     }
 
@@ -309,7 +354,6 @@ public struct EngineSession: Sendable {
 
     private mutating func receiveSocketPacket(_ payload: ArraySlice<UInt8>, size: Int, now: Int64, wallMs: Int64) -> [Action] {
         let packet: SocketPacket
-        var actions: [Action] = []
         // A binary packet before CONNECT is refused at its header: its attachments are never
         // assembled for a client that has not logged in.
         if user == nil, let type = payload.first, type == UInt8(ascii: "5") || type == UInt8(ascii: "6") {
@@ -321,24 +365,21 @@ public struct EngineSession: Sendable {
             case .binaryPacket(let binary): return receiveBinaryPacket(binary, now: now, wallMs: wallMs)
             case .awaitingAttachments, .skipped: return []
             }
-        } catch .incompleteBinaryPacket(let ackID, let expected, let received) {
-            // The attachments never came: that packet is refused, the text is taken on its own.
-            actions = refuse(RelayError(.invalidPacket, "a binary packet announced \(expected) attachments and got \(received)"), ackID: ackID, now: now)
-            if phase == .closed { return actions }
-            return actions + receiveSocketPacket(payload, size: size, now: now, wallMs: wallMs)
         } catch {
-            return refuse(Self.relayError(error), ackID: Self.ackID(of: error), now: now)
+            return malformed(error, now: now)
         }
         guard packet.namespace == "/" else {
             guard packet.type == .connect else { return [] }
-            let refusal = SocketPacket(type: .connectError, namespace: packet.namespace, data: Self.connectErrorPayload(RelayError(.invalidNamespace)))
+            // The protocol's own answer, word for word (its test suite compares the packet).
+            let refusal = SocketPacket(type: .connectError, namespace: packet.namespace, data: .object([("message", .string("Invalid namespace"))]))
             return [.send(refusal.encodedMessage())]
         }
         switch packet.type {
-        case .connect: return receiveConnect(packet)
-        case .disconnect:
-            clientDisconnected = true
-            return close(code: CloseCode.normal, reason: "client disconnected")
+        case .connect:
+            let actions = receiveConnect(packet)
+            // A CONNECT that came late by polling goes before what the WebSocket sent after it.
+            return handover.isHolding ? actions + takeHeld(now: now) : actions
+        case .disconnect: return receiveDisconnect()
         case .event: return receiveEvent(packet, size: size, now: now, wallMs: wallMs)
         case .ack, .connectError: return []
         case .binaryEvent, .binaryAck: return []  // the assembler returns them whole
@@ -356,7 +397,7 @@ public struct EngineSession: Sendable {
         do {
             event = try InboundEvent(binary: binary)
         } catch {
-            return fail(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: binary.header.ackID, now: now)
+            return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
         }
         // Measured as every recipient is charged: long-polling carries attachments as base64.
         return dispatch(event, user: user, size: binary.recipientByteCount, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
@@ -384,10 +425,46 @@ public struct EngineSession: Sendable {
         }
     }
 
-    /// A malformed packet: an error reply once connected, a refused CONNECT before.
+    /// A packet refused for a limit or Relay's stricter JSON: an error reply once connected, a
+    /// refused CONNECT before.
     private mutating func refuse(_ error: RelayError, ackID: Int64?, now: Int64) -> [Action] {
         if case .connected = phase { return fail(error, event: nil, ackID: ackID, now: now) }
         return refuseConnect(error)
+    }
+
+    /// A packet the Socket.IO parser cannot read. Before CONNECT the CONNECT is refused (the
+    /// client learns why); after it the connection closes with 1002, as the protocol closes it
+    /// (a client whose packets do not parse cannot be answered reliably). Relay's own limits
+    /// (attachment counts, sizes) and its refusal of duplicate JSON keys stay error replies.
+    private mutating func malformed(_ error: ProtocolError, now: Int64) -> [Action] {
+        switch error {
+        case .duplicateKey, .tooManyAttachments, .binaryPacketTooLarge:
+            return refuse(Self.relayError(error), ackID: Self.ackID(of: error), now: now)
+        default:
+            guard case .connected = phase else { return refuse(Self.relayError(error), ackID: nil, now: now) }
+            return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
+        }
+    }
+
+    /// Socket.IO DISCONNECT (`41`): the socket leaves, the Engine.IO session stays open (the
+    /// protocol's rule: socket.io-client-swift's `socket.disconnect()` keeps its manager
+    /// connected and may CONNECT again on it). No CONNECT deadline: the heartbeat keeps it honest.
+    private mutating func receiveDisconnect() -> [Action] {
+        switch phase {
+        case .connected:
+            phase = .awaitingConnect
+            clientDisconnected = true
+            answer = nil
+            expiryAt = nil
+            expiryNoticeAt = nil
+            return [.leave]
+        case .authenticating:
+            // Its CONNECT is being verified: a later answer would reach a socket that left.
+            clientDisconnected = true
+            return close(code: CloseCode.normal, reason: "client disconnected")
+        case .awaitingConnect, .closed:
+            return []
+        }
     }
 
     private mutating func receiveConnect(_ packet: SocketPacket) -> [Action] {
@@ -418,6 +495,7 @@ public struct EngineSession: Sendable {
             return refuseConnect(error)
         case .success(let outcome):
             phase = .connected(outcome.user)
+            clientDisconnected = false
             connectDeadline = nil
             if let wallMs { armTokenExpiry(outcome.user, now: now, wallMs: wallMs) }
             if let sid = outcome.socketSID { socketSID = sid }
@@ -460,10 +538,14 @@ public struct EngineSession: Sendable {
         return o ? (b < 0 ? .max : .min) : r
     }
 
-    /// CONNECT_ERROR (`44{…}`), then close with 4003.
+    /// CONNECT_ERROR (`44{…}`), then close with 4003. While a WebSocket is being probed the
+    /// refusal goes on it too: the client reads whichever transport it moves to next (a
+    /// socket.io-client-swift that sends `5` never polls again; a JavaScript client that drops
+    /// the probe takes it from its next poll).
     private mutating func refuseConnect(_ error: RelayError) -> [Action] {
         let refusal = SocketPacket(type: .connectError, data: Self.connectErrorPayload(error)).encodedMessage()
-        return [.send(refusal)] + close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
+        let onProbe: [Action] = upgrading ? [.sendProbe(refusal)] : []
+        return [.send(refusal)] + onProbe + close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
     }
 
     static func connectErrorPayload(_ error: RelayError) -> JSONValue {
@@ -478,7 +560,8 @@ public struct EngineSession: Sendable {
         do {
             event = try InboundEvent(packet: packet)
         } catch {
-            return fail(RelayError(.invalidPacket, "an event is [\"name\", payload]"), event: nil, ackID: packet.ackID, now: now)
+            // Not an event at all (`42{}`, `42[]`, `42[1]`): malformed, as the protocol says.
+            return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
         }
         return dispatch(event, user: user, size: size, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
     }

@@ -10,7 +10,9 @@ import RelayCore
 /// long-polling handshake. Every method is called there. The transport (`SessionTransport`)
 /// is a WebSocket or the polling buffer, and changes once when a polling session upgrades.
 final class SocketSession: ConnectionSink {
-    let connectionID: ConnectionID
+    /// The hub's name for the socket; a new one each time the client CONNECTs again on the same
+    /// Engine.IO session (after a `41`).
+    private(set) var connectionID: ConnectionID
     let relay: RelayContext
     let handshake: HandshakeInfo
     let eventLoop: any EventLoop
@@ -53,6 +55,8 @@ final class SocketSession: ConnectionSink {
     private var ended = false
     /// Why the session ends (metrics and the disconnect log line).
     private var closeReason: String?
+    /// The close code the session ended with, once it is closing.
+    private(set) var closeCode: UInt16?
 
     var configuration: RelayConfiguration { relay.configuration }
     var hub: Hub { relay.hub }
@@ -106,6 +110,7 @@ final class SocketSession: ConnectionSink {
         if let probe, ObjectIdentifier(probe) == id {
             self.probe = nil
             session.probeClosed()
+            (transport as? PollingTransport)?.probeEnded()
             return
         }
         guard let transport, ObjectIdentifier(transport) == id else { return }
@@ -118,6 +123,7 @@ final class SocketSession: ConnectionSink {
         if let probe, ObjectIdentifier(probe) == id {
             self.probe = nil
             session.probeClosed()
+            (transport as? PollingTransport)?.probeEnded()
             probe.close(code: code, reason: reason)
             return
         }
@@ -151,7 +157,9 @@ final class SocketSession: ConnectionSink {
             case .abortProbe(let reason):
                 probe?.close(code: CloseCode.protocolError, reason: reason)
                 probe = nil
+                (transport as? PollingTransport)?.probeEnded()
             case .authenticate(let request): authenticate(request)
+            case .leave: leave()
             case .handle(let event, let ackID, let user): handle(event, ackID: ackID, user: user)
             case .close(let code, let reason): closeTransport(code: code, reason: reason)
             case .received(let name): hub.metrics.eventIn(name)
@@ -307,9 +315,12 @@ final class SocketSession: ConnectionSink {
         guard !closing else { return }
         closing = true
         closeReason = Self.reason(for: code)
+        closeCode = code
         timer?.cancel()
         timer = nil
-        probe?.close(code: CloseCode.goingAway, reason: "session closed")
+        // With the session's own code: a probe that carried a CONNECT refusal closes 4003.
+        probe?.flush()
+        probe?.close(code: code, reason: reason)
         probe = nil
         transport?.flush()
         transport?.close(code: code, reason: reason)
@@ -329,6 +340,23 @@ final class SocketSession: ConnectionSink {
         if !closing { close(code: CloseCode.replaced, reason: "replaced by a reconnect") }
         end(reason: "replaced")
         return true
+    }
+
+    /// Socket.IO DISCONNECT (`41`): the socket leaves the hub for good (not kept for recovery);
+    /// the Engine.IO session stays, and a new CONNECT registers it again under a new id.
+    private func leave() {
+        guard let user = registeredUser, let shard else { return }
+        hub.metrics.disconnect(reason: "client")
+        if let pid { hub.untrack(pid: pid, connection: connectionID) }
+        hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
+        relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "client"])
+        registeredUser = nil
+        takesOffsets = false
+        pid = nil
+        connectedAtMs = nil
+        recoveryLog = RecoveryLog()
+        holding = nil
+        connectionID = relay.makeConnectionID()
     }
 
     /// Leaves the hub (rooms, presence, typing, live shares) once the transport is gone.

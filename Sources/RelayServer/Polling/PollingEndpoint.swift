@@ -62,10 +62,11 @@ struct PollingEndpoint {
         }
         let answer = respond(request, query: query, on: loop)
         guard let origin else { return answer }
-        // CORS for an admitted browser origin, with credentials (cookies of sticky balancers).
+        // CORS for an admitted browser origin; credentials only for a listed one.
+        let headers = relay.configuration.originPolicy.corsHeaders(origin: origin)
         return answer.map { response in
             var r = response
-            r.extraHeaders += [("access-control-allow-origin", origin), ("access-control-allow-credentials", "true"), ("vary", "Origin")]
+            r.extraHeaders += headers
             return r
         }
     }
@@ -88,23 +89,45 @@ struct PollingEndpoint {
         guard let handle = relay.pollingSessions.lookup(sid) else { return loop.makeSucceededFuture(Self.engineError(.sessionUnknown)) }
         let promise = loop.makePromise(of: HTTPResponse.self)
         if request.method == .GET {
-            handle.loop.execute { handle.transport.value.poll(promise) }
+            handle.loop.execute { Self.poll(handle, promise) }
         } else {
             let body = request.body
-            handle.loop.execute {
-                let session = handle.session.value
-                guard !handle.transport.value.closed else {
-                    promise.succeed(Self.engineError(.sessionUnknown))
-                    return
-                }
-                for packet in PollingPayload(body[...]) {
-                    if session.isClosing { break }
-                    session.receive(packet, from: .polling)
-                }
-                promise.succeed(.text(.ok, "ok", contentType: "text/html"))
-            }
+            handle.loop.execute { promise.succeed(Self.push(body, to: handle)) }
         }
         return promise.futureResult
+    }
+
+    /// A `GET`, on the session's loop. Right after the upgrade, a client that was polling may
+    /// still have one on its way: it gets a `noop` it ignores, not an error.
+    private static func poll(_ handle: PollingSessions.Handle, _ promise: EventLoopPromise<HTTPResponse>) {
+        let transport = handle.transport.value
+        guard transport.upgraded else { return transport.poll(promise) }
+        let socket = handle.session.value
+        if transport.polledDuringUpgrade, !socket.isClosing, socket.session.acceptsPolling(now: socket.hub.clock.monotonicMs()) {
+            promise.succeed(PollingTransport.body([UInt8(ascii: "6")]))
+        } else {
+            promise.succeed(engineError(.sessionUnknown))
+        }
+    }
+
+    /// A `POST`, on the session's loop: its packets in order. One the client sent before its
+    /// upgrade's `5` (socket.io-client-swift does not wait for the answer to its CONNECT `POST`)
+    /// is still the session's for a moment after the upgrade. A body that broke the protocol or
+    /// a limit is answered 400 (the session is gone).
+    private static func push(_ body: [UInt8], to handle: PollingSessions.Handle) -> HTTPResponse {
+        let socket = handle.session.value
+        let transport = handle.transport.value
+        if transport.closed {
+            guard transport.upgraded, !socket.isClosing, socket.session.acceptsPolling(now: socket.hub.clock.monotonicMs()) else {
+                return engineError(.sessionUnknown)
+            }
+        }
+        for packet in PollingPayload(body[...]) {
+            if socket.isClosing { break }
+            socket.receive(packet, from: .polling)
+        }
+        if socket.isClosing, let code = socket.closeCode, CloseCode.isRequestFault(code) { return engineError(.badRequest) }
+        return .text(.ok, "ok", contentType: "text/html")
     }
 
     /// `GET` without `sid`: a new session on this loop, answered with its open packet.

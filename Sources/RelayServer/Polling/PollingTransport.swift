@@ -14,6 +14,11 @@ final class PollingTransport: SessionTransport {
     /// An upgrade is under way: every `GET` is answered with `noop` at once.
     private var releasing = false
     private(set) var closed = false
+    /// The WebSocket took over.
+    private(set) var upgraded = false
+    /// A `GET` was answered `noop` for the upgrade: the client was polling when it upgraded, so
+    /// one more `GET` may still be on its way.
+    private(set) var polledDuringUpgrade = false
     /// The close packet still owed to the client (the session ended while no `GET` was held).
     private(set) var owesClose = false
     /// The owed close (and what was buffered before it, e.g. a CONNECT refusal) was taken.
@@ -71,7 +76,9 @@ final class PollingTransport: SessionTransport {
     /// Messages waiting for a `GET`.
     var waitingMessages: Int { buffer.count }
 
-    /// Ends polling: the held `GET` (or the next one) gets Engine.IO `1` after what is buffered.
+    /// Ends polling: the held `GET` gets Engine.IO `1` after what is buffered (`noop` when the
+    /// client closed); without one, the next `GET` gets them only when the client must hear why
+    /// (`CloseCode.isOwedToPoller`), else 400.
     func close(code: UInt16, reason: String) {
         guard !closed else { return }
         closed = true
@@ -80,7 +87,11 @@ final class PollingTransport: SessionTransport {
             if buffer.count > 0 { onDropped?(buffer.count) }
             buffer.removeAll()
         }
-        if let promise = pending { answer(promise, with: closeBody()) } else { owesClose = true }
+        if let promise = pending {
+            answer(promise, with: code == CloseCode.normal ? [UInt8(ascii: "6")] : closeBody())
+        } else {
+            owesClose = CloseCode.isOwedToPoller(code)
+        }
         onClosed?()
     }
 
@@ -88,7 +99,11 @@ final class PollingTransport: SessionTransport {
     func closeForUpgrade() {
         guard !closed else { return }
         closed = true
-        if let promise = pending { answer(promise, with: [UInt8(ascii: "6")]) }
+        upgraded = true
+        if let promise = pending {
+            polledDuringUpgrade = true
+            answer(promise, with: [UInt8(ascii: "6")])
+        }
         onClosed?()
     }
 
@@ -116,6 +131,7 @@ final class PollingTransport: SessionTransport {
             return
         }
         if releasing {
+            polledDuringUpgrade = true
             promise.succeed(Self.body([UInt8(ascii: "6")]))
             return
         }
@@ -135,7 +151,16 @@ final class PollingTransport: SessionTransport {
     /// An upgrade probe answered `3probe`: release the held `GET` with a noop, and every later one.
     func releasePendingPoll() {
         releasing = true
-        if let promise = pending { answer(promise, with: [UInt8(ascii: "6")]) }
+        if let promise = pending {
+            polledDuringUpgrade = true
+            answer(promise, with: [UInt8(ascii: "6")])
+        }
+    }
+
+    /// The probe failed or closed before the upgrade: `GET`s are held again (not answered
+    /// `noop` at once, which would make the client poll in a tight loop).
+    func probeEnded() {
+        releasing = false
     }
 
     /// What was sent but not yet polled, for the WebSocket that takes over.
