@@ -166,6 +166,9 @@ public final class RelayServer: Sendable {
                 let info = HandshakeInfo(request: head, remoteIP: client.value.resolve(head).ip, deflateEnabled: configuration.deflateEnabled)
                 let path = QueryString(uri: head.uri).path
                 return channel.eventLoop.makeCompletedFuture {
+                    // Text is checked as it arrives, on every socket (Autobahn 6.4.x: fail fast).
+                    let frameDecoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+                    try channel.pipeline.syncOperations.addHandler(TextUTF8Guard(), position: .before(frameDecoder))
                     if let echo = configuration.echoPath, echo == path {
                         let shard = relay.hub.shard(for: channel.eventLoop)
                         try channel.pipeline.syncOperations.addHandler(

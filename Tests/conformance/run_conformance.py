@@ -47,30 +47,6 @@ VERDICTS = ["OK", "NON-STRICT", "INFORMATIONAL", "UNIMPLEMENTED", "FAILED"]
 # Cases whose verdict may be other than OK, and why. Keys are case ids or fnmatch globs.
 # "behavior" / "behaviorClose": the verdicts accepted besides OK.
 ALLOWED: dict[str, dict] = {
-    "6.4.1": {
-        "behavior": {"NON-STRICT"},
-        "behaviorClose": set(),
-        "reason": "UTF-8 of a text message is validated once the message is complete, not per fragment: "
-        "the invalid 2nd fragment (f4 90 80 80, above U+10FFFF) is answered with close 1007 after the "
-        "last fragment, not right away (fail-fast would be OK; RFC 6455 allows both).",
-    },
-    "6.4.2": {
-        "behavior": {"NON-STRICT"},
-        "behaviorClose": set(),
-        "reason": "As 6.4.1, but the 2nd fragment ends with the octet (0x90 after 0xf4) that makes the "
-        "payload invalid: close 1007 after the last fragment instead of right after the 2nd.",
-    },
-    "6.4.3": {
-        "behavior": {"NON-STRICT"},
-        "behaviorClose": set(),
-        "reason": "As 6.4.1, but the three parts are TCP chops of one frame: the frame decoder hands "
-        "over whole frames only, so the 1007 comes once the frame (the whole message) has arrived.",
-    },
-    "6.4.4": {
-        "behavior": {"NON-STRICT"},
-        "behaviorClose": set(),
-        "reason": "As 6.4.2, in TCP chops of one frame: close 1007 once the whole frame has arrived.",
-    },
     "7.1.6": {
         "behavior": {"INFORMATIONAL"},
         "behaviorClose": {"INFORMATIONAL"},

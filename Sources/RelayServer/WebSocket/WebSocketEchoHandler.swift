@@ -46,6 +46,8 @@ final class WebSocketEchoHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wsError = error as? NIOWebSocketError {
             close(context: context, code: wsError == .invalidFrameLength ? CloseCode.messageTooBig : CloseCode.protocolError)
+        } else if error is TextUTF8Guard.InvalidText {
+            close(context: context, code: CloseCode.invalidPayloadData)
         } else {
             context.close(promise: nil)
         }
