@@ -218,6 +218,28 @@ final class RecoveryLogTests: XCTestCase {
         XCTAssertEqual(log.cuts(lastReceived: WireOffset(o(2), stream: other)), [room: o(1), other: o(2)])
     }
 
+    func testAJoinTakesTheLiveEventsThatRacedItsHeadRead() throws {
+        var log = RecoveryLog(maxRuns: 8)
+        // Joined, then the head read as 12: events 11 and 12 were published after the socket was
+        // in the room's fan-out and are still on their way to it live.
+        log.join(room, at: o(12))
+        XCTAssertTrue(log.record(room, o(11)), "live, though at or before the head read")
+        XCTAssertTrue(log.record(room, o(12)))
+        XCTAssertFalse(log.record(room, o(12)), "a second copy is still a duplicate")
+        XCTAssertTrue(log.record(room, o(13)))
+        let cuts = try XCTUnwrap(log.cuts(lastReceived: WireOffset(o(11), stream: room)))
+        XCTAssertEqual(cuts[room], o(11))
+        // Following (CONNECT, recovery) keeps refusing what the socket already has.
+        var followed = RecoveryLog(maxRuns: 8)
+        followed.follow(room, from: o(12))
+        XCTAssertFalse(followed.record(room, o(11)))
+        // Once the first live event came, the join is over.
+        var joined = RecoveryLog(maxRuns: 8)
+        joined.join(room, at: o(12))
+        XCTAssertTrue(joined.record(room, o(14)))
+        XCTAssertFalse(joined.record(room, o(13)))
+    }
+
     func testUnfollowForgetsTheStream() {
         var log = RecoveryLog()
         log.follow(room, from: .zero)

@@ -26,6 +26,9 @@ public struct RecoveryLog: Sendable, Equatable {
     public private(set) var folded = false
     /// The newest offset of each followed stream the socket has (its base, or sent since).
     public private(set) var latest: [StreamKey: StreamOffset] = [:]
+    /// Streams the socket joined whose first live event has not come yet: it may be at or
+    /// before the head read at the join (`join(_:at:)`).
+    private var joining: Set<StreamKey> = []
 
     public init(maxRuns: Int = 64) {
         self.maxRuns = max(1, maxRuns)
@@ -44,13 +47,25 @@ public struct RecoveryLog: Sendable, Equatable {
 
     /// The socket now follows `stream`, whose newest offset is `head`.
     public mutating func follow(_ stream: StreamKey, from head: StreamOffset) {
+        joining.remove(stream)
         base[stream] = head
         latest[stream] = head
         queue.removeAll { $0.stream == stream }
     }
 
+    /// The socket joined `stream` (`room:join`) and is already in its fan-out; the stream's
+    /// newest offset, read after that, is `head`. An event published between the join and that
+    /// read is at or before `head` but still on its way to the socket as a live delivery: the
+    /// first live event is therefore taken whatever its offset (no replay races a join, so it
+    /// cannot be a duplicate), and the stream is followed from there.
+    public mutating func join(_ stream: StreamKey, at head: StreamOffset) {
+        follow(stream, from: head)
+        joining.insert(stream)
+    }
+
     /// The socket no longer follows `stream`.
     public mutating func unfollow(_ stream: StreamKey) {
+        joining.remove(stream)
         base.removeValue(forKey: stream)
         latest.removeValue(forKey: stream)
         queue.removeAll { $0.stream == stream }
@@ -62,7 +77,8 @@ public struct RecoveryLog: Sendable, Equatable {
     @discardableResult
     public mutating func record(_ stream: StreamKey, _ offset: StreamOffset) -> Bool {
         guard let newest = latest[stream] else { return true }
-        guard offset > newest else { return false }
+        guard offset > newest || joining.remove(stream) != nil else { return false }
+        joining.remove(stream)
         latest[stream] = offset
         if var last = queue.last, last.stream == stream, offset > last.last {
             last.last = offset

@@ -250,9 +250,9 @@ extension SocketSession {
         relay.logger.info("connect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "ip": "\(handshake.remoteIP)"])
     }
 
-    /// The socket joined a room (`room:join`) whose stream stood at `head`.
+    /// The socket joined a room (`room:join`) whose stream stood at `head` once read.
     func follow(_ stream: StreamKey, from head: StreamOffset) {
-        if takesOffsets { recoveryLog.follow(stream, from: head) }
+        if takesOffsets { recoveryLog.join(stream, at: head) }
     }
 
     // MARK: Dropped
