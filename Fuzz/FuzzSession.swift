@@ -15,7 +15,8 @@
 // - No trap, whatever the bytes.
 // - `.close` is returned at most once over the session's life; once closed, every input
 //   returns no action and `nextDeadline` is nil.
-// - `.handle` only while connected, with the connected user; `.authenticate` at most once.
+// - `.handle` only while connected, with the connected user; `.authenticate` never while one is
+//   pending, and again only after a `.leave` (a `41`) or never; `.leave` only while connected.
 // - Every `.send` is a non-empty Engine.IO packet whose first byte is a packet type 0–6.
 // - `nextDeadline`, when set, is never in the past after a `tick` at that time.
 
@@ -37,7 +38,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var now: Int64 = 0
     var closes = 0
     var authenticates = 0
+    var leaves = 0
     var authenticating = false
+    var connectedBefore = false
 
     func check(_ actions: [EngineSession.Action], wasClosed: Bool) {
         if wasClosed && !actions.isEmpty { fatalError("actions after close: \(actions)") }
@@ -53,9 +56,13 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             case .handle(_, _, let who):
                 guard session.user == who, who == user else { fatalError("handle without the connected user") }
             case .authenticate:
+                if authenticating { fatalError("authenticate while one is pending") }
                 authenticates += 1
                 authenticating = true
-                if authenticates > 1 { fatalError("authenticate twice") }
+                if authenticates > leaves + 1 { fatalError("authenticate again without a 41") }
+            case .leave:
+                if !connectedBefore { fatalError("leave without a connected socket") }
+                leaves += 1
             case .releasePoll, .upgraded, .abortProbe, .received, .rateLimited:
                 break
             }
@@ -69,6 +76,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let control = bytes[i]
         i += 1
         let wasClosed = session.isClosed
+        connectedBefore = session.user != nil
         switch control {
         case 0x00...0x7F:
             guard i < bytes.count else { break }
