@@ -200,7 +200,7 @@ private struct AttachmentHarness {
                     continue
                 }
                 checkBinaryHandle(event, ackID: ackID, carried: carried, header: header, attachments: attachments, message: message)
-            case .authenticate, .received, .rateLimited:
+            case .authenticate, .received, .rateLimited, .leave:
                 break
             case .sendProbe, .releasePoll, .upgraded, .abortProbe:
                 fail("probe action without a probe: \(actions)")

@@ -33,7 +33,8 @@
 //    (including a CONNECT answer it asked for) is at most 1024 + 4 × its size (an error reply
 //    may echo a refused event name, JSON-escaped), so the total is at most the sum of that over
 //    the accepted packets.
-// 6. `.authenticate` at most once; `.handle` only while connected, with the connected user; no
+// 6. `.authenticate` again only after a `.leave` (a `41`), never while one is pending; `.leave`
+//    only while connected; `.handle` only while connected, with the connected user; no
 //    probe or upgrade action (no WebSocket is involved).
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -71,6 +72,7 @@ private struct PollingHarness {
     var allowedBytes = 0
     var closes = 0
     var authenticates = 0
+    var leaves = 0
     var pendingLogin = false
 
     init(input: [UInt8]) {
@@ -142,6 +144,7 @@ private struct PollingHarness {
             admitted = tokens >= 1000
             if admitted { tokens -= 1000 }
         }
+        let connectedBefore = session.user != nil
         let actions = session.receive(packet, from: .polling, now: now, wallMs: now)
         if wasClosed {
             guard actions.isEmpty, session.phase == .closed else { fail("actions after close for \(fuzzShow(packet)): \(actions)") }
@@ -187,8 +190,13 @@ private struct PollingHarness {
                 }
             case .authenticate:
                 authenticates += 1
-                guard authenticates == 1, session.phase == .authenticating else { fail("authenticate again, or in phase \(session.phase)") }
+                guard authenticates <= leaves + 1, !pendingLogin, session.phase == .authenticating else {
+                    fail("authenticate again without a 41, or in phase \(session.phase)")
+                }
                 pendingLogin = true
+            case .leave:
+                guard connectedBefore else { fail("leave without a connected socket: \(actions)") }
+                leaves += 1
             case .handle(_, _, let who):
                 guard session.user == who, who == user else { fail("handle without the connected user: \(actions)") }
             case .received, .rateLimited:
