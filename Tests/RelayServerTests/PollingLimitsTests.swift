@@ -109,9 +109,10 @@ final class PollingLimitsTests: XCTestCase {
                 post(h, sid: sid, "40{\"token\":\"bob\"}")  // then goes silent
             }
         }
-        // Ended sessions that owe their client a close (a refused CONNECT) stay findable for
-        // 10 s, by design; flooded and client-closed ones are gone at once.
-        XCTAssertEqual(LiveObjects.count(.session) - sessionsBefore, 120)
+        // Ended sessions that owe their client an answer (a refused CONNECT's close, the noop
+        // after the client's own close) stay findable for 10 s, by design; flooded ones are gone
+        // at once.
+        XCTAssertEqual(LiveObjects.count(.session) - sessionsBefore, 160)
         h.advance(ms: 10_001)
         // Left: the 40 that never sent CONNECT (timed out now, their close owed for 10 s more)
         // and bob's 20 (his later sessions were over his connection limit, refused and gone).

@@ -1278,7 +1278,7 @@ ABANDON_ENDINGS = {
     ("polling", "no_connect"): ({"abandoned"}, set()),
     ("polling", "bad_token"): ({"POST 200"}, {f"POST 400 {UNKNOWN}"}),
     ("polling", "flood"): ({f"POST 400 {BAD}"}, {f"POST 400 {UNKNOWN}"}),
-    ("polling", "clean_close"): ({"after 41 and 1: GET 400"}, {f"CONNECT POST 400 {UNKNOWN}"}),
+    ("polling", "clean_close"): ({"after 41 and 1: GET 200"}, {f"CONNECT POST 400 {UNKNOWN}"}),
 }
 
 

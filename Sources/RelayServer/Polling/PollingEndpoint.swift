@@ -167,11 +167,12 @@ struct PollingEndpoint {
             }
             if let session, let transport { session.transportClosed(ObjectIdentifier(transport)) }
         }
-        // A session that ended while no GET was held still owes the client what it buffered and
-        // the close (a CONNECT refusal: without it a client sees a transport error and retries
-        // with the same token forever): its sid answers one more GET, for a bounded time.
+        // A session that ended while no GET was held may still owe the client what it buffered
+        // and the close (a CONNECT refusal: without it a client sees a transport error and
+        // retries with the same token forever), or a noop after its own close: its sid answers
+        // one more GET, for a bounded time.
         session.onEnd = { [weak transport] in
-            guard let transport, transport.owesClose else {
+            guard let transport, transport.owesAnswer else {
                 sessions.remove(engineSID)
                 transport?.discard()
                 return

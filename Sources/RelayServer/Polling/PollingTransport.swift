@@ -21,6 +21,11 @@ final class PollingTransport: SessionTransport {
     private(set) var polledDuringUpgrade = false
     /// The close packet still owed to the client (the session ended while no `GET` was held).
     private(set) var owesClose = false
+    /// A noop owed to the next `GET` after the client's own close: a `GET` it sent alongside its
+    /// `1` may arrive after it (the protocol suite sends both at once).
+    private(set) var owesNoop = false
+    /// The next `GET` still gets an answer of the session's (not 400).
+    var owesAnswer: Bool { owesClose || owesNoop }
     /// The owed close (and what was buffered before it, e.g. a CONNECT refusal) was taken.
     var onCloseDelivered: (() -> Void)?
     private let eventLoop: any EventLoop
@@ -89,6 +94,8 @@ final class PollingTransport: SessionTransport {
         }
         if let promise = pending {
             answer(promise, with: code == CloseCode.normal ? [UInt8(ascii: "6")] : closeBody())
+        } else if code == CloseCode.normal {
+            owesNoop = true
         } else {
             owesClose = CloseCode.isOwedToPoller(code)
         }
@@ -114,9 +121,10 @@ final class PollingTransport: SessionTransport {
     /// A `GET`: answered now when there is something to take, else held.
     func poll(_ promise: EventLoopPromise<HTTPResponse>) {
         if closed {
-            if owesClose {
+            if owesAnswer {
+                promise.succeed(Self.body(owesClose ? closeBody() : [UInt8(ascii: "6")]))
                 owesClose = false
-                promise.succeed(Self.body(closeBody()))
+                owesNoop = false
                 onCloseDelivered?()
                 onCloseDelivered = nil
             } else {
@@ -177,6 +185,7 @@ final class PollingTransport: SessionTransport {
         if buffer.count > 0 { onDropped?(buffer.count) }
         buffer.removeAll()
         owesClose = false
+        owesNoop = false
         pendingTimeout?.cancel()
         pendingTimeout = nil
         onCloseDelivered = nil
