@@ -123,6 +123,9 @@ async def test_a_connect_posted_after_the_upgrade_is_answered_every_time(relay):
             assert posted == (200, "ok"), (i, posted)
             assert answer.startswith("40{") and "sid" in json.loads(answer[2:]), (i, answer)
             times.append(elapsed)
+    ordered = sorted(times)
+    print(f"swift-order connects: {len(times)}, median {ordered[len(ordered) // 2] * 1000:.1f} ms, "
+          f"p99 {ordered[int(len(ordered) * 0.99) - 1] * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms")
     slow = [t for t in times if t > CONNECT_BOUND_S]
     assert not slow, f"{len(slow)} of {FRESH_CONNECTS} connects over {CONNECT_BOUND_S} s: {sorted(slow)[-3:]}"
 
