@@ -139,8 +139,10 @@ final class StockClientEdgesTests: XCTestCase {
         XCTAssertEqual(receive(&s, "3", from: .websocket, at: 30_001), [])
         XCTAssertTrue(texts(receive(&s, "42[\"x:y\",{}]", from: .websocket, at: 30_002))[0].contains("not_connected"))
         XCTAssertEqual(receive(&s, "41", from: .websocket, at: 30_003), [], "a second DISCONNECT changes nothing")
+        s.renewSocketSID("T")
         XCTAssertEqual(receive(&s, "40{\"token\":\"u\"}", from: .websocket, at: 30_004), [.authenticate(ConnectRequest(token: "u"))])
-        XCTAssertEqual(texts(s.connectFinished(.success(ConnectAnswer(user: alice)), now: 30_005)), ["40{\"sid\":\"S\"}"])
+        s.renewSocketSID("U")  // not while a CONNECT is under way
+        XCTAssertEqual(texts(s.connectFinished(.success(ConnectAnswer(user: alice)), now: 30_005)), ["40{\"sid\":\"T\"}"], "a new socket, a new sid")
         XCTAssertFalse(s.clientDisconnected, "connected again: kept for recovery as usual")
     }
 

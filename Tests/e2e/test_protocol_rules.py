@@ -254,13 +254,16 @@ async def test_an_invalid_handshake_closes(relay):
 async def test_disconnect_leaves_the_engine_io_session_open(relay):
     """`41`: the socket leaves, the heartbeat goes on, and a new CONNECT works on the same
     session (socket.io-client-swift's `socket.disconnect()` then `socket.connect()`)."""
-    ws = await connected_websocket(relay, "leaver")
+    ws = await websocket(relay, token=mint_token("leaver"))
+    assert (await recv(ws)).startswith("0{")
+    await ws.send("40")
+    first = json.loads((await recv(ws))[2:])["sid"]
     await ws.send("41")
     assert await recv(ws) == "2", "the session is still open: its next ping"
     await ws.send("3")
     await ws.send("40")
     answer = await recv(ws)
-    assert answer.startswith("40{"), answer
+    assert answer.startswith("40{") and json.loads(answer[2:])["sid"] != first, (first, answer)
     await ws.send('421["room:join",{"room":"conversation:again"}]')
     ack = await recv(ws)
     while ack == "2":

@@ -116,6 +116,14 @@ public struct EngineSession: Sendable {
         self.inbound = InboundBudget(limits: configuration.inbound, now: now)
     }
 
+    /// A new Socket.IO socket on this Engine.IO session (a CONNECT after a `41`) gets its own
+    /// id, as the reference server gives one per connect: logs and the admin API tell the two
+    /// sockets apart. Only between sockets.
+    public mutating func renewSocketSID(_ sid: String) {
+        guard phase == .awaitingConnect else { return }
+        socketSID = sid
+    }
+
     /// The user once CONNECT succeeded.
     public var user: AuthenticatedUser? {
         if case .connected(let user) = phase { return user }

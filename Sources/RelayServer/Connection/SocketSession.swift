@@ -357,6 +357,7 @@ final class SocketSession: ConnectionSink {
         recoveryLog = RecoveryLog()
         holding = nil
         connectionID = relay.makeConnectionID()
+        session.renewSocketSID(SessionID.make())
     }
 
     /// Leaves the hub (rooms, presence, typing, live shares) once the transport is gone.
