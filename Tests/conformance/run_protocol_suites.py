@@ -131,29 +131,9 @@ def mint_jwt(secret: str, sub: str, ttl: int = 3600) -> str:
     return f"{header}.{claims}.{b64url(sig)}"
 
 
-def stop_process(proc: subprocess.Popen, name: str, grace: float = 10.0) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        log(f"{name} (pid {proc.pid}) ignored SIGTERM; killing it")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=grace)
-    except ProcessLookupError:
-        pass
-
-
-def _die_with_parent() -> None:
-    """Child preexec (Linux): get SIGTERM if this script dies without stopping its children."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - best effort, not on macOS
-        pass
-
+# Stopping by pid, and children that die with this script: the Autobahn runner's own.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_conformance import _die_with_parent, stop_process  # noqa: E402
 
 PREEXEC = _die_with_parent if sys.platform.startswith("linux") else None
 
