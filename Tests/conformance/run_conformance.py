@@ -207,6 +207,12 @@ def start_relay(binary: Path, workdir: Path, log_path: Path, startup_timeout: fl
         "--max-payload", "20000000",
         "--deflate-threshold", "0",
     ]
+    return launch_relay(cmd, workdir, log_path, startup_timeout, "conformance")
+
+
+def launch_relay(cmd: list[str], workdir: Path, log_path: Path, startup_timeout: float, who: str) -> tuple[subprocess.Popen, int]:
+    """Starts the relay `cmd` (with `--port 0`) as a child that dies with this script; returns it
+    and the port it printed. Exits with its output when it does not start in time."""
     log_file = open(log_path, "wb")
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir,
                             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
@@ -222,7 +228,7 @@ def start_relay(binary: Path, workdir: Path, log_path: Path, startup_timeout: fl
         time.sleep(0.1)
     stop_process(proc, "relay")
     tail = log_path.read_text(errors="replace")[-3000:]
-    sys.exit(f"conformance: relay did not start (exit status {proc.returncode}); its output:\n{tail}")
+    sys.exit(f"{who}: relay did not start (exit status {proc.returncode}); its output:\n{tail}")
 
 
 def select_cases(all_ids: list[str], args: argparse.Namespace) -> list[str]:

@@ -133,7 +133,7 @@ def mint_jwt(secret: str, sub: str, ttl: int = 3600) -> str:
 
 # Stopping by pid, and children that die with this script: the Autobahn runner's own.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_conformance import _die_with_parent, stop_process  # noqa: E402
+from run_conformance import _die_with_parent, launch_relay, stop_process  # noqa: E402
 
 PREEXEC = _die_with_parent if sys.platform.startswith("linux") else None
 
@@ -142,21 +142,7 @@ def start_relay(binary: Path, workdir: Path, log_path: Path, secret: str, startu
     cmd = [str(binary), "--host", "127.0.0.1", "--port", "0", "--jwt-secret", secret,
            "--api-key", secrets.token_hex(12), "--admin-key", secrets.token_hex(12), "--db", str(workdir / "r.sqlite"),
            "--ping-interval", "300", "--ping-timeout", "200", "--max-payload", "1000000", "--connect-timeout", "1000"]
-    with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir,
-                                preexec_fn=PREEXEC)
-    pattern = re.compile(rb"relay listening on 127\.0\.0\.1:(\d+)")
-    deadline = time.monotonic() + startup_timeout
-    while time.monotonic() < deadline:
-        match = pattern.search(log_path.read_bytes())
-        if match:
-            return proc, int(match.group(1))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    stop_process(proc, "relay")
-    tail = log_path.read_text(errors="replace")[-3000:]
-    sys.exit(f"protocol-suites: relay did not start (exit status {proc.returncode}); its output:\n{tail}")
+    return launch_relay(cmd, workdir, log_path, startup_timeout, "protocol-suites")
 
 
 def run_suite(suite: str, suite_dir: Path, binary: Path, out: Path, mocha: str, bound: float) -> dict:
