@@ -167,6 +167,15 @@ def vm_rss_kib(pid: int) -> int | None:
     return proc_mem_kib(pid).get("VmRSS")
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a live process, from /proc/PID/stat (fields 14 and 15)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class RedisServer:
     def __init__(self, workdir: Path, port: int):
         self.workdir = workdir
@@ -605,13 +614,26 @@ async def mixed_worker(w: int, nodes: list[Node], st: State, deadline: float) ->
 # and oversized inputs one after another against both nodes for the whole load phase.
 
 
-def start_attacker(nodes: list[Node], seconds: float, out: Path) -> subprocess.Popen:
+def start_attacker(nodes: list[Node], seconds: float, out: Path, niceness: int) -> subprocess.Popen:
+    """On this one machine the attacker's own Python competes with the load generator and the
+    clients for two cores; `niceness` lets it yield to them, as an attacker on another machine
+    would. The relays' work refusing it is not reduced by that."""
     script = Path(__file__).resolve().parent / "attacker.py"
     proc = subprocess.Popen([sys.executable, str(script), "--nodes", ",".join(n.addr for n in nodes),
                              "--secret", JWT_SECRET, "--seconds", str(seconds), "--out", str(out / "attacks.jsonl")],
-                            stdin=subprocess.DEVNULL, stdout=open(out / "attacker.log", "w"), stderr=subprocess.STDOUT)
+                            stdin=subprocess.DEVNULL, stdout=open(out / "attacker.log", "w"), stderr=subprocess.STDOUT,
+                            preexec_fn=(lambda: os.nice(niceness)) if niceness else None)
     REGISTRY.add("attacker", proc)
     return proc
+
+
+def attacker_cpu(out: Path) -> dict | None:
+    """The attacker's own CPU, the last line it prints (attacker.py)."""
+    try:
+        last = (out / "attacker.log").read_text().strip().splitlines()[-1]
+        return json.loads(last)
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def attack_summary(out: Path, fault_windows: list[tuple[float, float]]) -> dict:
@@ -1053,7 +1075,7 @@ async def main(args) -> int:
     attacker = None
     if args.attacker:
         (out / "attacks.jsonl").unlink(missing_ok=True)
-        attacker = start_attacker(nodes, rounds * ROUND_SECONDS, out)
+        attacker = start_attacker(nodes, rounds * ROUND_SECONDS, out, args.attacker_nice)
         st.note(f"attacker running (pid {attacker.pid})")
 
     for r in range(rounds):
@@ -1083,6 +1105,9 @@ async def main(args) -> int:
         await asyncio.sleep(max(0, round_start + ROUND_SECONDS - now()))
 
     load_end = now()
+    # CPU each node spent since it (last) started, read before the drain: with and without the
+    # attacker, node b's figure compares the same load phase (node b is never restarted).
+    node_cpu = {n.name: {"pid": n.proc.pid, "cpu_s": cpu_seconds(n.proc.pid)} for n in nodes}
     st.stop.set()
     st.phase = "drain"
     st.note("load phase over; stopping writers, churn, mixed clients and the attacker")
@@ -1147,6 +1172,8 @@ async def main(args) -> int:
         "duration_s": round(now(), 1),
         "load_phase_s": round(load_end - load_start, 1),
         "rounds": len(st.loads),
+        "node_cpu_at_load_end": node_cpu,
+        "attacker_cpu": attacker_cpu(out) if args.attacker else None,
         "relay_load": {
             "runs": len(st.loads),
             "sent": sum(x["sent"] for x in st.loads),
@@ -1211,6 +1238,7 @@ async def main(args) -> int:
         f"drops outside fault rounds: {len(summary['mixed_clients']['drops_outside_fault_rounds'])}",
         f"relay-load p99, median of rounds without faults: fan-out {summary['relay_load']['p99_ms_median_fanout_rounds_without_faults']} ms, "
         f"slow-consumer {summary['relay_load']['p99_ms_median_slow_consumer_rounds_without_faults']} ms",
+        f"CPU at the end of the load phase: {node_cpu}; attacker: {summary['attacker_cpu']}",
         (f"attacks: {attacks['count']} ({attacks['unexpected_count']} unexpected): {attacks['by_attack']}" if attacks is not None else "attacks: none (no --attacker)"),
         f"floods: {summary['floods']['count']} ({summary['floods']['ping_mib']} MiB of pings, "
         f"{summary['floods']['http_mib']} MiB of pipelined requests)",
@@ -1248,6 +1276,8 @@ def parse_args():
     p.add_argument("--load-seconds", type=float, default=40, help="measured seconds of each relay-load run")
     p.add_argument("--mixed-clients", type=int, default=8, help="python-socketio clients (half polling-only) sending binary events")
     p.add_argument("--attacker", action="store_true", help="run LoadTests/soak/attacker.py against both nodes for the whole load phase")
+    p.add_argument("--attacker-nice", type=int, default=19,
+                   help="niceness of the attacker process (0: none); on one machine it competes with the load for CPU")
     return p.parse_args()
 
 
