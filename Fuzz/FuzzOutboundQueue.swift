@@ -23,7 +23,7 @@
 
 private typealias Queue = OutboundQueue<Int>
 
-private let keys: [Queue.CoalesceKey] = [
+private let keys: [CoalescingKey] = [
     .init(event: "typing:start", room: "r1", user: "u1"),
     .init(event: "typing:start", room: "r1", user: "u2"),
     .init(event: "typing:start", room: "r2", user: "u1"),
@@ -31,12 +31,12 @@ private let keys: [Queue.CoalesceKey] = [
 ]
 
 private struct Model {
-    struct Entry { var element: Int; var bytes: Int; var key: Queue.CoalesceKey? }
+    struct Entry { var element: Int; var bytes: Int; var key: CoalescingKey? }
     let soft: Int, hard: Int, maxCount: Int
     var entries: [Entry] = []
     var queuedBytes = 0
 
-    mutating func enqueue(_ element: Int, bytes: Int, key: Queue.CoalesceKey?) -> Queue.EnqueueResult {
+    mutating func enqueue(_ element: Int, bytes: Int, key: CoalescingKey?) -> Queue.EnqueueResult {
         if let key, queuedBytes + bytes > soft, let index = entries.lastIndex(where: { $0.key == key }) {
             let total = queuedBytes - entries[index].bytes + bytes
             guard total <= hard else { return .overflow }

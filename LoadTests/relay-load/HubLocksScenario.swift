@@ -74,9 +74,9 @@ struct HubLocksScenario: ParsableCommand {
                 if n & 1023 == 0, DispatchTime.now().uptimeNanoseconds > deadline { break }
                 let id = ConnectionID(UInt64(i + 1))
                 let room = rooms[i]
-                if hub.isMember(room: room, connection: id) {
-                    hub.publish(room: room, name: "location:update", payload: payload, excludeConnection: id, origin: "s\(i)")
-                    hub.typing(n & 2 == 0, room: room, user: users[i], connection: id)
+                if hub.rooms.isMember(room: room, connection: id) {
+                    hub.publisher.publish(room: room, event: EventPolicyTable.backend("location:update"), payload: payload, excludeConnection: id, origin: "s\(i)")
+                    hub.typing.change(n & 2 == 0, room: room, user: users[i], connection: id)
                 }
                 n += 1
                 i += 1
@@ -85,7 +85,7 @@ struct HubLocksScenario: ParsableCommand {
             done.withLockedValue { $0 += n }
         }
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        hub.shutdownTimers()
+        hub.stopTimers()
         return Double(done.withLockedValue { $0 }) / elapsed
     }
 }

@@ -9,6 +9,8 @@ import NIOPosix
 /// with exponential backoff and jitter, with subscriptions restored after every reconnect.
 ///
 /// All state lives on one event loop; the public methods may be called from any thread.
+/// (`@unchecked Sendable`: the mutable state is only touched on `eventLoop`; public methods hop
+/// there with `execute` or a future.)
 public final class RedisClient: @unchecked Sendable {
     public struct Options: Sendable {
         public var connectTimeout: TimeAmount = .seconds(2)

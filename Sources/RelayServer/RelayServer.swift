@@ -8,6 +8,7 @@ import NIOWebSocket
 import RelayCore
 import RelayStore
 import RelayRedis
+import ServiceLifecycle
 
 /// The relay's listening server: one TCP listener, HTTP/1.1 for the API and the WebSocket
 /// upgrade, then a `WebSocketTransport` per socket, or Engine.IO long-polling (`PollingEndpoint`).
@@ -33,7 +34,7 @@ public final class RelayServer: Sendable {
             options.nodeTTLMs = configuration.clusterHeartbeatMs * 3
             var logger = logger
             logger[metadataKey: "node"] = "\(nodeID)"
-            cluster = ClusterBus(nodeID: nodeID, redis: RedisClient(endpoint: endpoint, eventLoop: loops[0], logger: logger), options: options, metrics: metrics, logger: logger)
+            cluster = ClusterBus(nodeID: nodeID, redis: RedisClient(endpoint: endpoint, eventLoop: loops[0], logger: logger), options: options, metrics: metrics.cluster, logger: logger)
         }
         let webhooks = Webhooks.make(settings: configuration.webhooks, nodeID: nodeID, cluster: cluster, clock: clock, metrics: metrics, logger: logger)
         let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, metrics: metrics, cluster: cluster, webhooks: webhooks, logger: logger)
@@ -60,6 +61,10 @@ public final class RelayServer: Sendable {
         self.group = group
         self.ownsGroup = ownsGroup
     }
+
+    /// The node's background work (lag monitor, history trims), for the service group that
+    /// runs the server.
+    public var backgroundServices: [any Service] { context.hub.backgroundServices }
 
     /// The bound address once `start` returned.
     public var localAddress: SocketAddress? { channelBox.withLockedValue { $0?.localAddress } }
@@ -101,14 +106,13 @@ public final class RelayServer: Sendable {
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        relay.hub.startLagMonitor()
         if configuration.heapTrimIntervalMs > 0, let loop = relay.hub.shards.first?.eventLoop {
             let trimmer = HeapTrimmer(
                 on: loop, interval: .milliseconds(Int64(configuration.heapTrimIntervalMs)), afterSessions: configuration.heapTrimAfterSessions,
                 metrics: relay.hub.metrics)
             trimmerBox.withLockedValue { $0 = trimmer }
         }
-        relay.hub.cluster?.start()
+        relay.hub.backends.cluster?.start()
         replicator?.start()
         _ = AdminAPI.startedAt
         channelBox.withLockedValue { $0 = channel }
@@ -220,7 +224,7 @@ public final class RelayServer: Sendable {
         }
         context.logger.info("shutting down: no longer accepting; draining sockets")
         let hub = context.hub
-        hub.shutdownTimers()
+        hub.stopTimers()
         trimmerBox.withLockedValue { $0?.cancel() }
         // Ten batches a second.
         let batch = max(1, configuration.drainRatePerSecond / 10)
@@ -252,8 +256,8 @@ public final class RelayServer: Sendable {
         context.logger.info("drained sockets", metadata: ["count": "\(drained)"])
         replicator?.stop()
         // Webhooks for the sockets just closed (and this node's leftovers) go out first.
-        await hub.webhooks?.shutdown(deadline: max(NIODeadline.now() + .seconds(1), min(deadline, NIODeadline.now() + .seconds(5))))
-        await hub.cluster?.stop()
+        await hub.backends.webhooks?.shutdown(deadline: max(NIODeadline.now() + .seconds(1), min(deadline, NIODeadline.now() + .seconds(5))))
+        await hub.backends.cluster?.stop()
         // Receipts queued before the sockets closed are committed before we exit.
         await store?.close()
         if ownsGroup {

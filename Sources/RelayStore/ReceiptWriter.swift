@@ -7,6 +7,8 @@ import RelayCore
 /// The single writer behind `SQLiteReceiptStore`: a dedicated thread (never an event loop) that
 /// takes every receipt waiting, writes them in one transaction (group commit), and only after
 /// the commit completes their promises — one hop per event loop, not one per receipt.
+/// (`@unchecked Sendable`: `pending`, `stopping`, `stopped`, `stopWaiters` and `idle` are only
+/// touched with `condition` locked; `nextPrune` only by the writer thread.)
 final class ReceiptWriter: @unchecked Sendable {
     private struct Pending {
         var receipt: NewReceipt
@@ -194,6 +196,7 @@ final class ReceiptWriter: @unchecked Sendable {
 }
 
 /// Carries non-Sendable values (promises with results) into one `execute` on their own loop.
+/// (`@unchecked Sendable`: handed over once; after the hand-off only that loop touches it.)
 struct UnsafeTransfer<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }

@@ -7,7 +7,7 @@ import RelayCore
 
 /// `ReceiptStore` on SQLite through GRDB: WAL, `synchronous=FULL`, one writer thread off the
 /// event loops doing group commit, reads on a small thread pool.
-public final class SQLiteReceiptStore: ReceiptStore, @unchecked Sendable {
+public final class SQLiteReceiptStore: ReceiptStore, Sendable {
     public struct Options: Sendable {
         /// Most receipts in one transaction.
         public var maxBatch = 1024

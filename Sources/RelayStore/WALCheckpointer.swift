@@ -8,6 +8,7 @@ import Logging
 /// beginning at the next commit, so the file stops growing. (A truncating checkpoint would
 /// block commits while it waits for readers: measured as 240 ms ack stalls, so it is only done
 /// at shutdown.)
+/// (`@unchecked Sendable`: `stopped` and `done` are only touched with `condition` locked.)
 final class WALCheckpointer: @unchecked Sendable {
     private let queue: DatabaseQueue
     private let logger: Logger

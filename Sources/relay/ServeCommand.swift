@@ -52,7 +52,9 @@ struct ServeCommand: AsyncParsableCommand {
             startupLogger.notice("relay listening on \(address?.ipAddress ?? "?"):\(address?.port ?? 0)")
         }
         let group = ServiceGroup(
-            configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: .init(
+                services: [.init(service: service)] + server.backgroundServices.map { .init(service: $0) },
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

@@ -25,7 +25,6 @@ final class ConnectionDirectoryTests: XCTestCase {
     func testDefaults() {
         let dir = ConnectionDirectory()
         XCTAssertEqual(dir.maxConnectionsPerUser, 20)
-        XCTAssertEqual(dir.maxConnections, 1_000_000)
         XCTAssertEqual(dir.count, 0)
         XCTAssertEqual(dir.userCount, 0)
         XCTAssertNil(dir.user(of: c(1)))
@@ -78,7 +77,7 @@ final class ConnectionDirectoryTests: XCTestCase {
     }
 
     func testPerUserLimit() {
-        var dir = ConnectionDirectory(maxConnectionsPerUser: 2, maxConnections: 100)
+        var dir = ConnectionDirectory(maxConnectionsPerUser: 2)
         register(&dir, 1, "alice")
         register(&dir, 2, "alice")
         assertRegisterError(&dir, 3, "alice", .tooManyForUser(limit: 2))
@@ -90,24 +89,6 @@ final class ConnectionDirectoryTests: XCTestCase {
         dir.unregister(c(1))
         register(&dir, 4, "alice")
         XCTAssertEqual(dir.connections(of: "alice"), [c(2), c(4)])
-    }
-
-    func testTotalLimit() {
-        var dir = ConnectionDirectory(maxConnectionsPerUser: 10, maxConnections: 3)
-        register(&dir, 1, "a")
-        register(&dir, 2, "b")
-        register(&dir, 3, "c")
-        assertRegisterError(&dir, 4, "d", .tooManyTotal(limit: 3))
-        XCTAssertEqual(dir.userCount, 3)
-        dir.unregister(c(2))
-        register(&dir, 4, "d")
-        XCTAssertEqual(dir.count, 3)
-    }
-
-    func testTotalLimitIsCheckedFirst() {
-        var dir = ConnectionDirectory(maxConnectionsPerUser: 1, maxConnections: 1)
-        register(&dir, 1, "alice")
-        assertRegisterError(&dir, 2, "alice", .tooManyTotal(limit: 1))
     }
 
     func testConnectionIDOrderingAndDescription() {

@@ -110,7 +110,7 @@ final class EngineSessionTests: XCTestCase {
         XCTAssertEqual(actions, [.received(event: "room:join"), .handle(.join(room: "conversation:1"), ackID: 1, user: alice)])
         let update = receive(&s, "42[\"location:update\",{\"room\":\"conversation:1\",\"lat\":1,\"lng\":2}]")
         guard case .handle(.locationUpdate(let b), nil, _)? = update.last else { return XCTFail("\(update)") }
-        XCTAssertEqual(b.coalescingKey, EventPolicy.CoalescingKey(event: "location:update", room: "conversation:1", user: "alice"))
+        XCTAssertEqual(b.coalescingKey, CoalescingKey(event: "location:update", room: "conversation:1", user: "alice"))
         let receipt = receive(&s, "422[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"m\",\"authorId\":\"bob\"}]")
         XCTAssertEqual(receipt.last, .handle(.receipt(NewReceipt(room: "conversation:1", messageID: "m", authorID: "bob", userID: "alice", kind: .read, ts: 1_000_000)), ackID: 2, user: alice))
     }

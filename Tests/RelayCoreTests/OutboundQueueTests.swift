@@ -3,7 +3,7 @@ import XCTest
 @testable import RelayCore
 
 final class OutboundQueueTests: XCTestCase {
-    typealias Key = OutboundQueue<String>.CoalesceKey
+    typealias Key = CoalescingKey
 
     func testFIFOWithinLimits() {
         var q = OutboundQueue<String>(softLimitBytes: 100, hardLimitBytes: 200, maxCount: 10)
@@ -76,7 +76,7 @@ final class OutboundQueueTests: XCTestCase {
 
     func testPositionsSurviveCompaction() {
         var q = OutboundQueue<Int>(softLimitBytes: 0, hardLimitBytes: 1_000_000, maxCount: 10_000)
-        let k = OutboundQueue<Int>.CoalesceKey(event: "e", room: "r", user: "u")
+        let k = CoalescingKey(event: "e", room: "r", user: "u")
         for i in 0..<200 { XCTAssertEqual(q.enqueue(i, bytes: 1), .queued) }
         for _ in 0..<150 { _ = q.dequeue() }
         XCTAssertEqual(q.enqueue(1000, bytes: 1, key: k), .queued)

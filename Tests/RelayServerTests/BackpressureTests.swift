@@ -72,8 +72,8 @@ final class BackpressureTests: XCTestCase {
         var q = OutboundQueue<OutboundMessage>(softLimitBytes: 0, hardLimitBytes: 10_000, maxCount: 100)
         let a = OutboundMessage(bytes: ByteBuffer(string: "42[\"message:read\",{\"id\":1}]"), durable: true)
         let b = OutboundMessage(bytes: ByteBuffer(string: "42[\"message:read\",{\"id\":2}]"), durable: true)
-        XCTAssertEqual(q.enqueue(a, bytes: a.bytes.readableBytes, key: a.coalesceKey), .queued)
-        XCTAssertEqual(q.enqueue(b, bytes: b.bytes.readableBytes, key: b.coalesceKey), .queued)
+        XCTAssertEqual(q.enqueue(a, bytes: a.bytes.readableBytes, key: a.coalescingKey), .queued)
+        XCTAssertEqual(q.enqueue(b, bytes: b.bytes.readableBytes, key: b.coalescingKey), .queued)
         XCTAssertEqual(q.count, 2)
     }
 }

@@ -28,42 +28,51 @@ class BrokerConformanceTests: XCTestCase {
         try await group.shutdownGracefully()
     }
 
-    func message(_ text: String) -> OutboundMessage {
-        OutboundMessage(bytes: ByteBuffer(string: "42[\"chat:say\",{\"t\":\"\(text)\"}]"))
+    func publication(_ text: String) -> Publication {
+        Publication(packet: ByteBuffer(string: "42[\"chat:say\",{\"t\":\"\(text)\"}]"))
+    }
+
+    /// What this node delivered: the packet's text, and its position when it got an offset.
+    struct Delivered: Sendable {
+        var text: String
+        var position: StreamPosition?
     }
 
     /// The local delivery a `publish` waits for: through `deliver`, or (Redis, recoverable) back
     /// from the stream's channel.
-    let pending = NIOLockedValueBox<EventLoopPromise<OutboundMessage>?>(nil)
+    let pending = NIOLockedValueBox<EventLoopPromise<Delivered>?>(nil)
 
     /// Receives this broker's own deliveries from its channels.
     func listen(_ broker: any Broker) {
-        broker.setRemoteHandler { [pending] _, message, _ in
+        broker.setRemoteHandler { [pending] stream, publication, offset, _ in
+            let delivered = Delivered(text: String(buffer: publication.packet), position: offset.map { StreamPosition(stream: stream, offset: $0) })
             pending.withLockedValue { p in
-                p?.succeed(message)
+                p?.succeed(delivered)
                 p = nil
             }
         }
     }
 
     /// Publishes and waits for this node's delivery.
-    func publish(_ broker: any Broker, _ text: String, to stream: StreamKey, recoverable: Bool = true) throws -> OutboundMessage {
+    func publish(_ broker: any Broker, _ text: String, to stream: StreamKey, recoverable: Bool = true) throws -> Delivered {
         broker.subscribe(stream)
         // Redis down: nothing to wait for (the publish degrades to this node).
         _ = try? broker.whenSubscribed(stream, on: loop).wait()
-        let promise = loop.makePromise(of: OutboundMessage.self)
+        let promise = loop.makePromise(of: Delivered.self)
         pending.withLockedValue { $0 = promise }
-        broker.publish(message(text), to: stream, routing: Routing(), recoverable: recoverable) { [pending] message in
+        let sent = publication(text)
+        broker.publish(sent, to: stream, routing: Routing(), recoverable: recoverable) { [pending] offset in
+            let delivered = Delivered(text: String(buffer: sent.packet), position: offset.map { StreamPosition(stream: stream, offset: $0) })
             pending.withLockedValue { p in
-                p?.succeed(message)
+                p?.succeed(delivered)
                 p = nil
             }
         }
         return try promise.futureResult.wait()
     }
 
-    func texts(_ page: HistoryPage<OutboundMessage>) -> [String] {
-        page.entries.map { String(buffer: $0.item.bytes) }
+    func texts(_ page: HistoryPage<Publication>) -> [String] {
+        page.entries.map { String(buffer: $0.item.packet) }
     }
 
     func testRecoverableEventsGetIncreasingOffsetsAndAreKept() throws {
@@ -71,16 +80,16 @@ class BrokerConformanceTests: XCTestCase {
         let room = StreamKey.room("conversation:\(UUID().uuidString)")
         XCTAssertEqual(try broker.head(of: room, on: loop).wait(), .zero)
         let delivered = try (0..<5).map { try publish(broker, "m\($0)", to: room) }
-        let offsets = delivered.compactMap { $0.stamp?.position.offset }
+        let offsets = delivered.compactMap { $0.position?.offset }
         XCTAssertEqual(offsets.count, 5)
         XCTAssertEqual(offsets, offsets.sorted())
         XCTAssertEqual(Set(offsets).count, 5)
-        XCTAssertEqual(delivered.first?.stamp?.position.stream, room)
+        XCTAssertEqual(delivered.first?.position?.stream, room)
         XCTAssertEqual(try broker.head(of: room, on: loop).wait(), offsets[4])
 
         let all = try broker.history(of: room, after: .zero, limit: 100, maxBytes: 1 << 20, on: loop).wait().get()
         XCTAssertEqual(all.entries.map(\.offset), offsets)
-        XCTAssertEqual(texts(all), delivered.map { String(buffer: $0.bytes) })
+        XCTAssertEqual(texts(all), delivered.map(\.text))
         XCTAssertFalse(all.more)
         let after = try broker.history(of: room, after: offsets[2], limit: 100, maxBytes: 1 << 20, on: loop).wait().get()
         XCTAssertEqual(after.entries.map(\.offset), Array(offsets[3...]))
@@ -96,7 +105,7 @@ class BrokerConformanceTests: XCTestCase {
         let a = StreamKey.room("a-\(id)"), user = StreamKey.user("u-\(id)")
         _ = try publish(broker, "to-a", to: a)
         let u = try publish(broker, "to-user", to: user)
-        XCTAssertEqual(texts(try broker.history(of: user, after: .zero, limit: 10, maxBytes: 1 << 20, on: loop).wait().get()), [String(buffer: u.bytes)])
+        XCTAssertEqual(texts(try broker.history(of: user, after: .zero, limit: 10, maxBytes: 1 << 20, on: loop).wait().get()), [u.text])
         XCTAssertEqual(try broker.history(of: a, after: .zero, limit: 10, maxBytes: 1 << 20, on: loop).wait().get().entries.count, 1)
     }
 
@@ -104,14 +113,14 @@ class BrokerConformanceTests: XCTestCase {
         guard let broker = try makeBroker(limits: HistoryLimits()) else { return }
         let room = StreamKey.room("typing-\(UUID().uuidString)")
         let delivered = try publish(broker, "typing", to: room, recoverable: false)
-        XCTAssertNil(delivered.stamp)
+        XCTAssertNil(delivered.position)
         XCTAssertEqual(try broker.head(of: room, on: loop).wait(), .zero)
     }
 
     func testAnOffsetTheHistoryNoLongerReachesIsUnavailable() throws {
         guard let broker = try makeBroker(limits: HistoryLimits(maxEvents: 3, maxAgeMs: 60_000, maxBytes: 1 << 20)) else { return }
         let room = StreamKey.room("short-\(UUID().uuidString)")
-        let offsets = try (0..<400).compactMap { try publish(broker, "m\($0)", to: room).stamp?.position.offset }
+        let offsets = try (0..<400).compactMap { try publish(broker, "m\($0)", to: room).position?.offset }
         let gone = try broker.history(of: room, after: offsets[0], limit: 10, maxBytes: 1 << 20, on: loop).wait()
         XCTAssertEqual(gone.map(\.entries.count), .failure(.unavailable))
         XCTAssertEqual(try broker.history(of: room, after: .zero, limit: 10, maxBytes: 1 << 20, on: loop).wait().map(\.entries.count), .failure(.unavailable))
@@ -153,7 +162,7 @@ final class RedisBrokerConformanceTests: BrokerConformanceTests {
 
     func makeBus(node: String) throws -> ClusterBus {
         let endpoint = try XCTUnwrap(RedisEndpoint(url: "redis://127.0.0.1:\(try XCTUnwrap(redis).port)"))
-        let bus = ClusterBus(nodeID: node, redis: RedisClient(endpoint: endpoint, eventLoop: loop), metrics: RelayMetrics(), logger: Logger(label: "test"))
+        let bus = ClusterBus(nodeID: node, redis: RedisClient(endpoint: endpoint, eventLoop: loop), metrics: RelayMetrics().cluster, logger: Logger(label: "test"))
         buses.append(bus)
         return bus
     }
@@ -177,33 +186,34 @@ final class RedisBrokerConformanceTests: BrokerConformanceTests {
         let a = try XCTUnwrap(try makeBroker(limits: HistoryLimits()))
         let b = try XCTUnwrap(try makeBroker(limits: HistoryLimits()))
         let room = StreamKey.room("cross-\(UUID().uuidString)")
-        let received = NIOLockedValueBox<[OutboundMessage]>([])
+        let received = NIOLockedValueBox<[Delivered]>([])
         let got = loop.makePromise(of: Void.self)
-        b.setRemoteHandler { stream, message, _ in
+        b.setRemoteHandler { stream, publication, offset, _ in
             guard stream == room else { return }
-            if received.withLockedValue({ $0.append(message); return $0.count }) == 3 { got.succeed(()) }
+            let delivered = Delivered(text: String(buffer: publication.packet), position: offset.map { StreamPosition(stream: stream, offset: $0) })
+            if received.withLockedValue({ $0.append(delivered); return $0.count }) == 3 { got.succeed(()) }
         }
         b.subscribe(room)
         // The subscription is in place once a publish reaches b (bounded retries).
-        var published: [OutboundMessage] = []
+        var published: [Delivered] = []
         for i in 0..<3 {
             usleep(i == 0 ? 200_000 : 0)
             published.append(try publish(a, "x\(i)", to: room))
         }
         try got.futureResult.wait()
-        XCTAssertEqual(received.withLockedValue { $0.map { $0.stamp?.position } }, published.map { $0.stamp?.position })
-        XCTAssertEqual(received.withLockedValue { $0.map { String(buffer: $0.bytes) } }, published.map { String(buffer: $0.bytes) })
+        XCTAssertEqual(received.withLockedValue { $0.map(\.position) }, published.map(\.position))
+        XCTAssertEqual(received.withLockedValue { $0.map(\.text) }, published.map(\.text))
     }
 
     func testRedisDownMeansNotRecoveredNeverWrongData() throws {
         let broker = try XCTUnwrap(try makeBroker(limits: HistoryLimits()))
         let room = StreamKey.room("down-\(UUID().uuidString)")
-        let before = try XCTUnwrap(try publish(broker, "before", to: room).stamp?.position.offset)
+        let before = try XCTUnwrap(try publish(broker, "before", to: room).position?.offset)
         redis?.kill()
         let deadline = Date().addingTimeInterval(10)
         while broker.isUp, Date() < deadline { usleep(10_000) }
         let during = try publish(broker, "during", to: room)
-        XCTAssertNil(during.stamp, "delivered on this node, without an offset")
+        XCTAssertNil(during.position, "delivered on this node, without an offset")
         XCTAssertEqual(try broker.history(of: room, after: before, limit: 10, maxBytes: 1 << 20, on: loop).wait().map(\.entries.count), .failure(.storeDown))
     }
 }
@@ -213,7 +223,7 @@ final class MemoryBrokerExpiryTests: XCTestCase {
         let now = NIOLockedValueBox<Int64>(1_000)
         let broker = MemoryBroker(limits: HistoryLimits(maxEvents: 10, maxAgeMs: 1_000, maxBytes: 1 << 20), wallMs: { now.withLockedValue { $0 } })
         for i in 0..<5 {
-            broker.publish(OutboundMessage(bytes: ByteBuffer(string: "42[\"a:b\",{\"n\":\(i)}]")), to: .room("quiet\(i)"), routing: Routing(), recoverable: true) { _ in }
+            broker.publish(Publication(packet: ByteBuffer(string: "42[\"a:b\",{\"n\":\(i)}]")), to: .room("quiet\(i)"), routing: Routing(), recoverable: true) { _ in }
         }
         XCTAssertEqual(broker.memoryUsage.events, 5)
         now.withLockedValue { $0 += 1_001 }

@@ -244,9 +244,9 @@ final class ClusterAnswersTests: XCTestCase {
         _ = try emit(#"{"event":"unread:update","to":{"user":"bob"},"data":{"n":1},"coalesce":{"key":"k","windowMs":10}}"#)
         _ = try emit(#"{"event":"notification:new","to":{"user":"bob"},"data":{"n":2}}"#)
         advance(ms: 10)
-        let history = try now(hub.broker.history(of: .user("bob"), after: .zero, limit: 10, maxBytes: 1 << 20, on: loopA)).get()
+        let history = try now(hub.backends.broker.history(of: .user("bob"), after: .zero, limit: 10, maxBytes: 1 << 20, on: loopA)).get()
         XCTAssertEqual(history.entries.count, 1)
-        XCTAssertTrue(String(buffer: history.entries[0].item.bytes).contains("notification:new"))
+        XCTAssertTrue(String(buffer: history.entries[0].item.packet).contains("notification:new"))
         XCTAssertEqual(bob.received.count, 2)
     }
 }
@@ -273,7 +273,7 @@ final class RedisDirectoryTests: XCTestCase {
 
     func node(_ name: String) throws -> (ClusterBus, RedisPresenceManager) {
         let endpoint = try XCTUnwrap(RedisEndpoint(url: "redis://127.0.0.1:\(try XCTUnwrap(redis).port)"))
-        let bus = ClusterBus(nodeID: name, redis: RedisClient(endpoint: endpoint, eventLoop: loop), metrics: RelayMetrics(), logger: Logger(label: "test"))
+        let bus = ClusterBus(nodeID: name, redis: RedisClient(endpoint: endpoint, eventLoop: loop), metrics: RelayMetrics().cluster, logger: Logger(label: "test"))
         buses.append(bus)
         bus.start()
         let deadline = Date().addingTimeInterval(10)

@@ -26,7 +26,7 @@ final class DeferredBroker: Broker, @unchecked Sendable {  // `pending` is guard
     var keepsHistory: Bool { memory.keepsHistory }
     var crossesNodes: Bool { memory.crossesNodes }
     var isUp: Bool { memory.isUp }
-    func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, OutboundMessage, Routing) -> Void) { memory.setRemoteHandler(handler) }
+    func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) { memory.setRemoteHandler(handler) }
     func broadcast(_ control: ControlMessage) { memory.broadcast(control) }
     func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) { memory.setControlHandler(handler) }
     func subscribe(_ stream: StreamKey) { memory.subscribe(stream) }
@@ -36,12 +36,12 @@ final class DeferredBroker: Broker, @unchecked Sendable {  // `pending` is guard
         lock.withLock { pending.append(promise) }
         return promise.futureResult
     }
-    func publish(_ message: OutboundMessage, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (OutboundMessage) -> Void) {
-        memory.publish(message, to: stream, routing: routing, recoverable: recoverable, deliver: deliver)
+    func publish(_ publication: Publication, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (StreamOffset?) -> Void) {
+        memory.publish(publication, to: stream, routing: routing, recoverable: recoverable, deliver: deliver)
     }
     func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> { memory.head(of: stream, on: loop) }
     func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
-        -> EventLoopFuture<Result<HistoryPage<OutboundMessage>, HistoryError>>
+        -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
     {
         memory.history(of: stream, after: offset, limit: limit, maxBytes: maxBytes, on: loop)
     }

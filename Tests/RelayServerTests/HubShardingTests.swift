@@ -38,7 +38,7 @@ final class HubShardingTests: XCTestCase {
         var i = 0
         while rooms.count < count && i < 10_000 {
             let room = "conversation:\(i)"
-            if seen.insert(hub.roomShards.index(for: room)).inserted { rooms.append(room) }
+            if seen.insert(hub.rooms.rooms.index(for: room)).inserted { rooms.append(room) }
             i += 1
         }
         return rooms
@@ -59,7 +59,7 @@ final class HubShardingTests: XCTestCase {
         XCTAssertThrowsError(try join(hub, rooms[4], alice, user: "alice")) { XCTAssertEqual(($0 as? RelayError)?.code, .tooManyRooms) }
         // A member rejoining at the limit is not refused.
         try join(hub, rooms[0], alice, user: "alice")
-        XCTAssertEqual(hub.rooms(of: alice.connectionID), Set(rooms.prefix(3)))
+        XCTAssertEqual(hub.rooms.rooms(of: alice.connectionID), Set(rooms.prefix(3)))
     }
 
     func testAFullRoomGivesTheReservedSlotBack() throws {
@@ -72,10 +72,10 @@ final class HubShardingTests: XCTestCase {
         for _ in 0..<2 {
             XCTAssertThrowsError(try join(hub, "full", alice, user: "alice")) { XCTAssertEqual(($0 as? RelayError)?.code, .roomFull) }
         }
-        XCTAssertFalse(hub.isMember(room: "full", connection: alice.connectionID))
+        XCTAssertFalse(hub.rooms.isMember(room: "full", connection: alice.connectionID))
         try join(hub, "a", alice, user: "alice")
         try join(hub, "b", alice, user: "alice")
-        XCTAssertEqual(hub.rooms(of: alice.connectionID), ["a", "b"])
+        XCTAssertEqual(hub.rooms.rooms(of: alice.connectionID), ["a", "b"])
     }
 
     func testDisconnectLeavesEveryRoomOnEveryShardAndAnnouncesIt() throws {
@@ -90,18 +90,18 @@ final class HubShardingTests: XCTestCase {
         }
         loopB.run()
         bob.received.removeAll()
-        XCTAssertEqual(hub.roomCount, 20)
+        XCTAssertEqual(hub.rooms.roomCount, 20)
         hub.unregister(alice.connectionID, sid: "sid-1", user: "alice", on: hub.shards[0])
         loopA.run()
         loopB.run()
-        XCTAssertEqual(hub.roomCount, 20, "bob is still in each")
-        XCTAssertEqual(hub.rooms(of: alice.connectionID), [])
-        for room in rooms { XCTAssertEqual(hub.presence(room: room), [PresenceEntry(user: "bob", devices: 1)]) }
+        XCTAssertEqual(hub.rooms.roomCount, 20, "bob is still in each")
+        XCTAssertEqual(hub.rooms.rooms(of: alice.connectionID), [])
+        for room in rooms { XCTAssertEqual(hub.rooms.presence(room: room), [PresenceEntry(user: "bob", devices: 1)]) }
         let leaves = bob.received.filter { $0.hasPrefix(#"42["presence:leave""#) }
         XCTAssertEqual(leaves.count, 20, "one presence:leave per room")
         hub.unregister(bob.connectionID, sid: "sid-2", user: "bob", on: hub.shards[1])
-        XCTAssertEqual(hub.roomCount, 0)
-        XCTAssertEqual(hub.roomSizes(), RoomSizeHistogram())
+        XCTAssertEqual(hub.rooms.roomCount, 0)
+        XCTAssertEqual(hub.rooms.roomSizes(), RoomSizeHistogram())
         XCTAssertEqual(hub.connectionCount, 0)
     }
 
@@ -121,12 +121,12 @@ final class HubShardingTests: XCTestCase {
             }
         }
         let expected = rooms.sorted { sizes[$0]! != sizes[$1]! ? sizes[$0]! > sizes[$1]! : $0 < $1 }
-        XCTAssertEqual(hub.busiestRooms(limit: 3).map(\.room), Array(expected.prefix(3)))
-        XCTAssertEqual(hub.busiestRooms(limit: 10).map(\.members), expected.map { sizes[$0]! })
-        let page = hub.roomsPage(prefix: "conversation:", offset: 1, limit: 2)
+        XCTAssertEqual(hub.rooms.busiestRooms(limit: 3).map(\.room), Array(expected.prefix(3)))
+        XCTAssertEqual(hub.rooms.busiestRooms(limit: 10).map(\.members), expected.map { sizes[$0]! })
+        let page = hub.rooms.roomsPage(prefix: "conversation:", offset: 1, limit: 2)
         XCTAssertEqual(page.total, 6)
         XCTAssertEqual(page.rooms.map(\.room), Array(expected[1...2]))
-        let histogram = hub.roomSizes()
+        let histogram = hub.rooms.roomSizes()
         XCTAssertEqual(histogram.rooms, 6)
         XCTAssertEqual(histogram.sum, sizes.values.reduce(0, +))
         XCTAssertEqual(hub.locate(sid: "sid-3")?.0, ConnectionID(3))
@@ -145,7 +145,7 @@ final class HubShardingTests: XCTestCase {
         }
         loopA.run()
         bob.received.removeAll()
-        for room in rooms.reversed() { hub.typing(true, room: room, user: "alice", connection: alice.connectionID) }
+        for room in rooms.reversed() { hub.typing.change(true, room: room, user: "alice", connection: alice.connectionID) }
         clock.advance(ms: 100)
         loopA.advanceTime(by: .milliseconds(100))
         let starts = bob.received.filter { $0.hasPrefix(#"42["typing:start""#) }
@@ -164,7 +164,7 @@ final class HubShardingTests: XCTestCase {
         let hub = makeHub(maxConnections: 3, perUser: 1)
         for i in 1...3 { try connect(hub, RecordingSink(UInt64(i)), user: "user-\(i)") }
         XCTAssertEqual(hub.connectionCount, 3)
-        XCTAssertEqual(hub.userCount, 3)
+        XCTAssertEqual(hub.registry.userCount, 3)
         XCTAssertThrowsError(try connect(hub, RecordingSink(4), user: "user-4")) { XCTAssertEqual(($0 as? RelayError)?.code, .tooManyConnections) }
         hub.unregister(ConnectionID(2), sid: "sid-2", user: "user-2", on: hub.shards[0])
         XCTAssertEqual(hub.connectionCount, 2)
@@ -202,7 +202,7 @@ final class HubShardingTests: XCTestCase {
             var local: [Int] = []
             for i in 0..<200 {
                 let room = rooms[(t + i) % rooms.count]
-                local.append(hub.roomAudience(room, excludeConnection: nil, origin: nil).recipients)
+                local.append(hub.publisher.roomAudience(room, excludeConnection: nil, origin: nil).recipients)
             }
             counts.withLockedValue { $0 += local }
         }

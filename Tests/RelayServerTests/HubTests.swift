@@ -81,11 +81,11 @@ final class HubTests: XCTestCase {
         loopB.run()
         alice.seen.removeAll()
         bob.received.removeAll()
-        XCTAssertEqual(hub.publish(room: "r", name: "bench:msg", payload: .string("hi")), 2)
+        XCTAssertEqual(hub.publisher.publish(room: "r", event: EventPolicyTable.backend("bench:msg"), payload: .string("hi")), 2)
         XCTAssertEqual(alice.seen, [1], "loop B's delivery was posted before loop A wrote to alice")
         loopB.run()
         XCTAssertEqual(bob.received, ["42[\"bench:msg\",\"hi\"]"])
-        hub.publish(user: "alice", name: "bench:msg", payload: .string("again"))
+        hub.publisher.publish(user: "alice", event: EventPolicyTable.backend("bench:msg"), payload: .string("again"))
         XCTAssertEqual(alice.seen, [1, 0], "a user delivery runs inline too (alice has no socket on B)")
     }
 
@@ -103,7 +103,7 @@ final class HubTests: XCTestCase {
 
         // Both embedded loops run on the test thread, so delivery may be inline or through
         // `execute`; running loop B settles it either way.
-        let n = hub.publish(room: "r", name: "x:y", payload: ["room": "r"], excludeConnection: alice.connectionID)
+        let n = hub.publisher.publish(room: "r", event: EventPolicyTable.backend("x:y"), payload: ["room": "r"], excludeConnection: alice.connectionID)
         XCTAssertEqual(n, 2)
         loopB.run()
         XCTAssertEqual(bob.received, [#"42["x:y",{"room":"r"}]"#])
@@ -129,19 +129,19 @@ final class HubTests: XCTestCase {
         hub.unregister(bob2.connectionID, sid: "sid-2", user: "bob", on: shardB)
         loopA.run()
         XCTAssertEqual(alice.received.filter { $0.contains("presence:leave") }.count, 1)
-        XCTAssertEqual(hub.presence(room: "r"), [PresenceEntry(user: "alice", devices: 1)])
+        XCTAssertEqual(hub.rooms.presence(room: "r"), [PresenceEntry(user: "alice", devices: 1)])
     }
 
     func testUserEventsReachEveryDeviceOnEveryLoop() throws {
         let b1 = RecordingSink(1), b2 = RecordingSink(2)
         try connect(b1, user: "bob", on: shardA)
         try connect(b2, user: "bob", on: shardB)
-        XCTAssertEqual(hub.publish(user: "bob", name: "notification:new", payload: ["t": 1]), 2)
+        XCTAssertEqual(hub.publisher.publish(user: "bob", event: EventPolicyTable.backend("notification:new"), payload: ["t": 1]), 2)
         loopA.run()
         loopB.run()
         XCTAssertEqual(b1.received, [#"42["notification:new",{"t":1}]"#])
         XCTAssertEqual(b2.received, b1.received)
-        XCTAssertEqual(hub.publish(user: "nobody", name: "notification:new", payload: [:]), 0)
+        XCTAssertEqual(hub.publisher.publish(user: "nobody", event: EventPolicyTable.backend("notification:new"), payload: [:]), 0)
     }
 
     func testReceiptGoesToRoomAndToAuthorDevicesOutsideItOnce() throws {
@@ -154,7 +154,7 @@ final class HubTests: XCTestCase {
         loopA.run()
         loopB.run()
         for s in [author1, author2, reader] { s.received.removeAll() }
-        hub.publishReceipt(Receipt(id: 5, room: "r", messageID: "m", authorID: "alice", userID: "bob", kind: .read, ts: 1), excludeConnection: reader.connectionID)
+        hub.forward(Receipt(id: 5, room: "r", messageID: "m", authorID: "alice", userID: "bob", kind: .read, ts: 1), excludeConnection: reader.connectionID)
         loopA.run()
         loopB.run()
         XCTAssertEqual(author1.received.count, 1, "in the room: once")
@@ -171,8 +171,8 @@ final class HubTests: XCTestCase {
         _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardA))
         loopA.run()
         bob.received.removeAll()
-        hub.typing(true, room: "r", user: "alice", connection: alice.connectionID)
-        hub.typing(true, room: "r", user: "alice", connection: alice.connectionID)
+        hub.typing.change(true, room: "r", user: "alice", connection: alice.connectionID)
+        hub.typing.change(true, room: "r", user: "alice", connection: alice.connectionID)
         clock.advance(ms: 99)
         loopA.advanceTime(by: .milliseconds(99))
         XCTAssertEqual(bob.received, [])
@@ -182,8 +182,8 @@ final class HubTests: XCTestCase {
         XCTAssertTrue(bob.received[0].hasPrefix(#"42["typing:start",{"room":"r","from":"alice""#), bob.received[0])
         XCTAssertEqual(alice.received.filter { $0.contains("typing") }, [], "the typing user does not hear itself")
         // Start and stop inside one window cancel.
-        hub.typing(false, room: "r", user: "alice", connection: alice.connectionID)
-        hub.typing(true, room: "r", user: "alice", connection: alice.connectionID)
+        hub.typing.change(false, room: "r", user: "alice", connection: alice.connectionID)
+        hub.typing.change(true, room: "r", user: "alice", connection: alice.connectionID)
         clock.advance(ms: 100)
         loopA.advanceTime(by: .milliseconds(100))
         XCTAssertEqual(bob.received.count, 1)
@@ -200,15 +200,15 @@ final class HubTests: XCTestCase {
         try connect(bob, user: "bob", on: shardA)
         _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
         _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardA))
-        try hub.startLiveShare(room: "r", user: "alice", connection: alice.connectionID, durationSec: 2)
-        XCTAssertNoThrow(try hub.checkLiveShare(room: "r", user: "alice"))
+        try hub.locations.start(room: "r", user: "alice", connection: alice.connectionID, durationSec: 2)
+        XCTAssertNoThrow(try hub.locations.check(room: "r", user: "alice"))
         loopA.run()
         bob.received.removeAll()
         clock.advance(ms: 2000)
         loopA.advanceTime(by: .milliseconds(2000))
         XCTAssertEqual(bob.received.count, 1)
         XCTAssertTrue(bob.received[0].contains(#""reason":"expired""#), bob.received[0])
-        XCTAssertThrowsError(try hub.checkLiveShare(room: "r", user: "alice"))
+        XCTAssertThrowsError(try hub.locations.check(room: "r", user: "alice"))
     }
 
     func testPerUserConnectionLimit() throws {

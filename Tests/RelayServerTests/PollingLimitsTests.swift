@@ -9,10 +9,10 @@ import XCTest
 
 /// Long-polling under the same limits as a WebSocket, and sessions that end leave nothing.
 final class PollingLimitsTests: XCTestCase {
-    func message(_ text: String, key: OutboundQueue<OutboundMessage>.CoalesceKey? = nil) -> OutboundMessage {
+    func message(_ text: String, key: CoalescingKey? = nil) -> OutboundMessage {
         var buffer = ByteBufferAllocator().buffer(capacity: text.utf8.count)
         buffer.writeString(text)
-        return OutboundMessage(bytes: buffer, coalesceKey: key)
+        return OutboundMessage(bytes: buffer, coalescingKey: key)
     }
 
     func testTheBufferIsBoundedInMessagesAsWellAsBytes() {
@@ -48,7 +48,7 @@ final class PollingLimitsTests: XCTestCase {
         let t = PollingTransport(eventLoop: loop, softLimitBytes: 10, hardLimitBytes: 1 << 20, maxMessages: 100, holdMs: 45_000)
         var coalesced = 0
         t.onCoalesced = { coalesced += 1 }
-        let key = OutboundQueue<OutboundMessage>.CoalesceKey(event: "typing:start", room: "r", user: "u")
+        let key = CoalescingKey(event: "typing:start", room: "r", user: "u")
         t.send(message("42[\"typing:start\",{\"n\":1}]", key: key))
         t.send(message("42[\"typing:start\",{\"n\":2}]", key: key))
         XCTAssertEqual(coalesced, 1, "over the soft limit the newer replaces the older, as on a WebSocket")

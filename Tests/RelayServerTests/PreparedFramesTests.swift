@@ -108,7 +108,7 @@ final class PreparedFramesTests: XCTestCase {
             return s
         }
         _ = try sockets.map(written)
-        h.relay.hub.publish(room: "conversation:1", name: "message:new", payload: .object([("text", .string("hi"))]))
+        h.relay.hub.publisher.publish(room: "conversation:1", event: EventPolicyTable.backend("message:new"), payload: .object([("text", .string("hi"))]))
         var addresses: Set<UInt> = []
         for s in sockets {
             let buffers = try written(s)
@@ -130,7 +130,7 @@ final class PreparedFramesTests: XCTestCase {
         for (s, token) in zip(all, ["alice", "bob", "carol", "alice"]) { try join(s, token: token) }
         _ = try all.map(written)
         let text = String(repeating: "reaction ", count: 40)
-        h.relay.hub.publish(room: "conversation:1", name: "message:new", payload: .object([("text", .string(text))]))
+        h.relay.hub.publisher.publish(room: "conversation:1", event: EventPolicyTable.backend("message:new"), payload: .object([("text", .string(text))]))
         let expected = "42[\"message:new\",{\"text\":\"\(text)\"}]"
         XCTAssertEqual(try texts(try written(plain)), [expected])
         var shared: Set<UInt> = []

@@ -202,7 +202,7 @@ final class RecoveryTests: XCTestCase {
         let answer = try connect(bob, "{\"token\":\"bob\",\"rooms\":[\"conversation:1\",\"secret:1\"]}")
         XCTAssertNotNil(answer["rooms"]?["conversation:1"])
         XCTAssertEqual(answer["refused"]?["secret:1"], "room_not_authorized")
-        XCTAssertTrue(h.relay.hub.isMember(room: "conversation:1", connection: ConnectionID(1)) || h.relay.hub.roomCount == 1)
+        XCTAssertTrue(h.relay.hub.rooms.isMember(room: "conversation:1", connection: ConnectionID(1)) || h.relay.hub.rooms.roomCount == 1)
         // Too many rooms: the CONNECT is refused.
         let greedy = try h.session()
         _ = try greedy.texts()

@@ -82,7 +82,7 @@ final class TokenLifetimeTests: XCTestCase {
         let ack = try XCTUnwrap(try alice.texts().first { $0.hasPrefix("431") })
         XCTAssertTrue(ack.contains("\"ok\":true") && ack.contains("\"left\":[\"conversation:1\"]"), ack)
         XCTAssertTrue(try bob.texts().contains { $0.contains("presence:leave") && $0.contains("conversation:1") })
-        XCTAssertFalse(h.relay.hub.rooms(of: ConnectionID(1)).contains("conversation:1"))
+        XCTAssertFalse(h.relay.hub.rooms.rooms(of: ConnectionID(1)).contains("conversation:1"))
         let later = try live(h, alice, ms: 200_000)
         XCTAssertFalse(later.contains { $0.opcode == .connectionClose }, "the new token runs for an hour")
         XCTAssertFalse(texts(later).contains { $0.contains("auth:expiring") })

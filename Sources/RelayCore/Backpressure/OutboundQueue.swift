@@ -5,17 +5,6 @@
 /// the hard limit — or the count limit — `enqueue` reports `.overflow` and the caller closes the
 /// connection, so a slow reader cannot grow the relay's memory or slow the others.
 public struct OutboundQueue<Element>: Sendable where Element: Sendable {
-    public struct CoalesceKey: Hashable, Sendable {
-        public var event: String
-        public var room: String
-        public var user: String
-        public init(event: String, room: String, user: String) {
-            self.event = event
-            self.room = room
-            self.user = user
-        }
-    }
-
     public enum EnqueueResult: Equatable, Sendable {
         case queued
         /// An older message with the same key was replaced.
@@ -27,7 +16,7 @@ public struct OutboundQueue<Element>: Sendable where Element: Sendable {
     struct Slot: Sendable {
         var element: Element
         var bytes: Int
-        var key: CoalesceKey?
+        var key: CoalescingKey?
     }
 
     public let softLimitBytes: Int
@@ -36,7 +25,7 @@ public struct OutboundQueue<Element>: Sendable where Element: Sendable {
     private var slots: [Slot?] = []
     private var head = 0
     /// Absolute position (`dequeued + offset`) of the queued message for each key.
-    private var positions: [CoalesceKey: Int] = [:]
+    private var positions: [CoalescingKey: Int] = [:]
     private var dequeued = 0
     public private(set) var queuedBytes = 0
     public private(set) var count = 0
@@ -49,7 +38,7 @@ public struct OutboundQueue<Element>: Sendable where Element: Sendable {
 
     public var isEmpty: Bool { count == 0 }
 
-    public mutating func enqueue(_ element: Element, bytes: Int, key: CoalesceKey? = nil) -> EnqueueResult {
+    public mutating func enqueue(_ element: Element, bytes: Int, key: CoalescingKey? = nil) -> EnqueueResult {
         if let key, queuedBytes + bytes > softLimitBytes, let position = positions[key] {
             let index = position - dequeued + head
             if index >= head, index < slots.count, let old = slots[index] {

@@ -4,15 +4,18 @@ public enum ClientEvent: Equatable, Sendable {
     /// A validated event for the room, minus the sending socket: stamped with `from`/`ts` and
     /// fanned out.
     public struct Broadcast: Equatable, Sendable {
-        public var name: String
+        /// The event's entry in the policy table (custom events: `EventPolicyTable.custom`).
+        public var policy: EventPolicy
         public var room: String
         /// The validated payload, not yet stamped.
         public var payload: JSONValue
         /// From the policy table: the key under which a queued copy may be replaced.
-        public var coalescingKey: EventPolicy.CoalescingKey?
+        public var coalescingKey: CoalescingKey?
         /// Binary attachments (custom events only), forwarded with the same bytes; the payload
         /// holds their placeholders.
         public var attachments: [[UInt8]] = []
+
+        public var name: String { policy.name }
     }
 
     case join(room: String)
@@ -38,16 +41,16 @@ public enum ClientEvent: Equatable, Sendable {
     /// The event's name, for error replies and logs.
     public var name: String {
         switch self {
-        case .join: return "room:join"
-        case .leave: return "room:leave"
-        case .presence: return "presence:list"
-        case .typing(_, let isTyping): return isTyping ? "typing:start" : "typing:stop"
+        case .join: return EventPolicyTable.roomJoin.name
+        case .leave: return EventPolicyTable.roomLeave.name
+        case .presence: return EventPolicyTable.presenceList.name
+        case .typing(_, let isTyping): return ServerEvent.typing(isTyping).name
         case .reaction(let b), .shareLive(let b, _), .locationUpdate(let b), .locationStop(let b), .custom(let b): return b.name
         case .receipt(let r): return r.kind.eventName
         case .receiptBatch(_, let kind, _): return kind.eventName
-        case .receiptSync: return "receipt:sync"
-        case .roomSync: return "room:sync"
-        case .authRefresh: return "auth:refresh"
+        case .receiptSync: return EventPolicyTable.receiptSync.name
+        case .roomSync: return EventPolicyTable.roomSync.name
+        case .authRefresh: return EventPolicyTable.authRefresh.name
         }
     }
 
@@ -90,7 +93,7 @@ public enum ClientEvent: Equatable, Sendable {
         }
         func broadcast(_ validated: JSONValue) throws(RelayError) -> Broadcast {
             let room = try EventValidator.room(in: validated)
-            return Broadcast(name: policy.name, room: room, payload: validated, coalescingKey: policy.coalescingKey(room: room, user: userID))
+            return Broadcast(policy: policy, room: room, payload: validated, coalescingKey: policy.coalescingKey(room: room, user: userID))
         }
         switch policy.kind {
         case .roomJoin: self = .join(room: try EventValidator.room(in: payload))

@@ -6,13 +6,16 @@ public enum ReceiptKind: String, Sendable, CaseIterable {
     /// The client event that carries this kind.
     public init?(eventName: String) {
         switch eventName {
-        case "message:delivered": self = .delivered
-        case "message:read": self = .read
+        case EventPolicyTable.delivered.name: self = .delivered
+        case EventPolicyTable.read.name: self = .read
         default: return nil
         }
     }
 
-    public var eventName: String { self == .delivered ? "message:delivered" : "message:read" }
+    /// The event that carries this kind, as the policy table declares it.
+    public var policy: EventPolicy { self == .delivered ? EventPolicyTable.delivered : EventPolicyTable.read }
+
+    public var eventName: String { policy.name }
 }
 
 /// A receipt before it is stored.

@@ -1,26 +1,23 @@
 /// Who is connected: connections per user (for events addressed to a user's devices) with the
-/// partition each lives on, plus the per-user connection limit.
+/// partition each lives on, plus the per-user connection limit. (The node-wide limit is counted
+/// once, on an atomic, by the server's connection registry: a directory sees one stripe of users.)
 public struct ConnectionDirectory: Sendable {
     public enum RegisterError: Error, Equatable, Sendable {
         case tooManyForUser(limit: Int)
-        case tooManyTotal(limit: Int)
     }
 
     public var maxConnectionsPerUser: Int
-    public var maxConnections: Int
     private var byUser: [String: ConnectionMap<Int>] = [:]
     private var users: [ConnectionID: String] = [:]
 
-    public init(maxConnectionsPerUser: Int = 20, maxConnections: Int = 1_000_000) {
+    public init(maxConnectionsPerUser: Int = 20) {
         self.maxConnectionsPerUser = maxConnectionsPerUser
-        self.maxConnections = maxConnections
     }
 
     public var count: Int { users.count }
     public var userCount: Int { byUser.count }
 
     public mutating func register(_ connection: ConnectionID, user: String, partition: Int) throws(RegisterError) {
-        guard users.count < maxConnections else { throw .tooManyTotal(limit: maxConnections) }
         guard (byUser[user]?.count ?? 0) < maxConnectionsPerUser else { throw .tooManyForUser(limit: maxConnectionsPerUser) }
         byUser[user, default: ConnectionMap()].set(connection, partition)
         users[connection] = user

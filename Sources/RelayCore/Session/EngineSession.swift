@@ -180,13 +180,13 @@ public struct EngineSession: Sendable {
         }
         if let deadline = expiryAt, deadline <= now, case .connected(let user) = phase {
             expiryAt = nil
-            let expired = SocketPacket.eventMessage(name: "auth:expired", payload: .object([("exp", .int(user.expiresAt))]))
+            let expired = SocketPacket.eventMessage(name: ServerEvent.authExpired.name, payload: .object([("exp", .int(user.expiresAt))]))
             return actions + [.send(expired)] + close(code: CloseCode.tokenExpired, reason: "token expired")
         }
         if let deadline = expiryNoticeAt, deadline <= now, case .connected(let user) = phase {
             expiryNoticeAt = nil
             let left = max(0, (expiryAt ?? now) - now)
-            actions.append(.send(SocketPacket.eventMessage(name: "auth:expiring", payload: .object([("exp", .int(user.expiresAt)), ("expiresInMs", .int(left))]))))
+            actions.append(.send(SocketPacket.eventMessage(name: ServerEvent.authExpiring.name, payload: .object([("exp", .int(user.expiresAt)), ("expiresInMs", .int(left))]))))
         }
         if let due = nextPingAt, due <= now {
             nextPingAt = nil

@@ -25,7 +25,7 @@ public final class ClusterBus: @unchecked Sendable {
     let redis: RedisClient
     let options: Options
     let logger: Logger
-    let metrics: RelayMetrics
+    let metrics: ClusterMetrics
     /// Redis came back: restate this node's presence (set by the hub before `start`).
     var onRestatePresence: (@Sendable () -> Void)?
     /// A dead node's user is gone from a room cluster-wide (set by the hub before `start`).
@@ -40,7 +40,7 @@ public final class ClusterBus: @unchecked Sendable {
     static func userChannel(_ user: String) -> String { "relay:user:{\(user)}" }
     static let nodesKey = "relay:nodes"
 
-    public init(nodeID: String, redis: RedisClient, options: Options = Options(), metrics: RelayMetrics, logger: Logger) {
+    public init(nodeID: String, redis: RedisClient, options: Options = Options(), metrics: ClusterMetrics, logger: Logger) {
         self.nodeID = nodeID
         self.redis = redis
         self.options = options
@@ -52,7 +52,7 @@ public final class ClusterBus: @unchecked Sendable {
     var eventLoop: any EventLoop { redis.eventLoop }
 
     func start() {
-        metrics.redisLinkUp.set(0)
+        metrics.linkUp.set(0)
         redis.start(
             onMessage: { [weak self] channel, payload in self?.onMessage?(channel, payload) },
             onLinkChange: { [weak self] up in self?.linkChanged(up) })
@@ -78,10 +78,10 @@ public final class ClusterBus: @unchecked Sendable {
     /// Publishes an envelope; counts it as degraded when Redis cannot take it.
     func publish(_ channel: String, _ envelope: ByteBuffer) {
         guard redis.isUp else {
-            metrics.redisDegraded.increment()
+            metrics.degraded.increment()
             return
         }
-        redis.publish(channel, envelope).whenFailure { [metrics] _ in metrics.redisDegraded.increment() }
+        redis.publish(channel, envelope).whenFailure { [metrics] _ in metrics.degraded.increment() }
     }
 
     // MARK: Presence
@@ -123,7 +123,7 @@ public final class ClusterBus: @unchecked Sendable {
     // MARK: Liveness
 
     private func linkChanged(_ up: Bool) {
-        metrics.redisLinkUp.set(up ? 1 : 0)
+        metrics.linkUp.set(up ? 1 : 0)
         guard up else {
             logger.warning("cluster degraded to node-local delivery: Redis is down")
             return

@@ -11,23 +11,23 @@ struct ClusterEnvelope {
     var excludeUser: String?
     /// Receipts on a user channel: sockets that are members of this room got it from the room.
     var skipMembersOf: String?
-    var coalesceKey: OutboundQueue<OutboundMessage>.CoalesceKey?
+    var coalescingKey: CoalescingKey?
     var durable: Bool
     var payload: ByteBuffer
     var attachments: [ByteBuffer] = []
     /// The socket id of the sender the event skipped (history replays skip it too).
     var originSID: String? = nil
-    /// A coalesced backend emit: the key and window every delivering node applies.
-    var coalesce: CoalesceRule? = nil
+    /// A backend emit with a window: the key and window every delivering node applies.
+    var window: EmitWindow? = nil
 
     func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         var header: [(String, JSONValue)] = [("o", .string(origin)), ("l", .string(label))]
         if let excludeUser { header.append(("x", .string(excludeUser))) }
         if let skipMembersOf { header.append(("s", .string(skipMembersOf))) }
-        if let k = coalesceKey { header.append(("k", .array([.string(k.event), .string(k.room), .string(k.user)]))) }
+        if let k = coalescingKey { header.append(("k", .array([.string(k.event), .string(k.room), .string(k.user)]))) }
         if durable { header.append(("d", true)) }
         if let originSID { header.append(("c", .string(originSID))) }
-        if let coalesce { header.append(("w", .array([.string(coalesce.key), .int(coalesce.windowMs)]))) }
+        if let window { header.append(("w", .array([.string(window.key), .int(window.windowMs)]))) }
         if !attachments.isEmpty {
             header.append(("p", .int(Int64(payload.readableBytes))))
             header.append(("a", .array(attachments.map { .int(Int64($0.readableBytes)) })))
@@ -60,29 +60,34 @@ struct ClusterEnvelope {
             }
             payload = message
         }
-        var key: OutboundQueue<OutboundMessage>.CoalesceKey?
+        var key: CoalescingKey?
         if case .array(let k)? = header["k"], k.count == 3, let e = k[0].stringValue, let r = k[1].stringValue, let u = k[2].stringValue {
             key = .init(event: e, room: r, user: u)
         }
-        var coalesce: CoalesceRule?
+        var window: EmitWindow?
         if case .array(let w)? = header["w"], w.count == 2, let k = w[0].stringValue, let ms = w[1].intValue {
-            coalesce = CoalesceRule(key: k, windowMs: ms)
+            window = EmitWindow(key: k, windowMs: ms)
         }
         return ClusterEnvelope(
             origin: origin, label: header["l"]?.stringValue ?? "custom", excludeUser: header["x"]?.stringValue,
-            skipMembersOf: header["s"]?.stringValue, coalesceKey: key, durable: header["d"]?.boolValue ?? false, payload: payload,
-            attachments: attachments, originSID: header["c"]?.stringValue, coalesce: coalesce)
+            skipMembersOf: header["s"]?.stringValue, coalescingKey: key, durable: header["d"]?.boolValue ?? false, payload: payload,
+            attachments: attachments, originSID: header["c"]?.stringValue, window: window)
     }
 }
 
 extension ClusterEnvelope {
-    /// The message to deliver on this node.
-    var message: OutboundMessage {
-        var message = OutboundMessage(bytes: payload, coalesceKey: coalesceKey, durable: durable)
-        message.attachments = attachments
-        message.label = label
-        message.origin = originSID
-        message.skipMembersOf = skipMembersOf
-        return message
+    /// What `publication` from this node, routed by `routing`, travels as.
+    init(origin: String, publication: Publication, routing: Routing) {
+        self.init(
+            origin: origin, label: publication.label, excludeUser: routing.excludeUser, skipMembersOf: routing.skipMembersOf ?? publication.skipMembersOf,
+            coalescingKey: publication.coalescingKey, durable: publication.durable, payload: publication.packet, attachments: publication.attachments,
+            originSID: publication.origin, window: routing.window)
+    }
+
+    /// The event to deliver on this node.
+    var publication: Publication {
+        Publication(
+            packet: payload, attachments: attachments, label: label, coalescingKey: coalescingKey, durable: durable, origin: originSID,
+            skipMembersOf: skipMembersOf)
     }
 }

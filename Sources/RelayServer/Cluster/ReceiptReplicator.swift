@@ -13,7 +13,10 @@ import RelayStore
 /// stream entry id becomes the receipt's cluster cursor (`gid`): the same on every node, and
 /// the cursor `receipt:sync` pages by in cluster mode. While Redis is down, receipts wait in
 /// each node's SQLite (`replicated = 0`) and go out when it returns.
-final class ReceiptReplicator: @unchecked Sendable {
+///
+/// `start` and `stop` may come from any thread; the rounds run on the Redis client's loop. What
+/// they share is behind one lock, held only to read or set it.
+final class ReceiptReplicator: Sendable {
     static let stream = "relay:receipts"
     static let batch = 500
     /// The stream is trimmed to about this many entries.
@@ -23,9 +26,15 @@ final class ReceiptReplicator: @unchecked Sendable {
     let redis: RedisClient
     let nodeID: String
     let logger: Logger
-    private var task: RepeatedTask?
-    private var running = false
-    private var lastID: String?
+    private struct State {
+        var task: RepeatedTask?
+        /// A round is under way (push, then pull).
+        var running = false
+        /// Where this node is in the stream, once read.
+        var lastID: String?
+    }
+
+    private let state = AuditedLock(State())
 
     init(store: SQLiteReceiptStore, redis: RedisClient, nodeID: String, logger: Logger) {
         self.store = store
@@ -37,18 +46,24 @@ final class ReceiptReplicator: @unchecked Sendable {
     var eventLoop: any EventLoop { redis.eventLoop }
 
     func start(every interval: TimeAmount = .milliseconds(100)) {
-        task = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [weak self] _ in self?.tick() }
+        let task = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [weak self] _ in self?.tick() }
+        state.withLockedValue { $0.task = task }
     }
 
-    func stop() { task?.cancel() }
+    func stop() { state.withLockedValue { $0.task }?.cancel() }
 
     /// One round: push this node's pending receipts, then pull what the stream has.
     private func tick() {
-        guard !running, redis.isUp else { return }
-        running = true
+        guard redis.isUp else { return }
+        let began = state.withLockedValue { s -> Bool in
+            guard !s.running else { return false }
+            s.running = true
+            return true
+        }
+        guard began else { return }
         push().flatMap { self.pull() }.whenComplete { [weak self] result in
             guard let self else { return }
-            self.running = false
+            self.state.withLockedValue { $0.running = false }
             if case .failure(let error) = result { self.logger.debug("receipt replication paused", metadata: ["error": "\(error)"]) }
         }
     }
@@ -66,16 +81,17 @@ final class ReceiptReplicator: @unchecked Sendable {
     }
 
     private func pull() -> EventLoopFuture<Void> {
-        let position: EventLoopFuture<String> = lastID.map { eventLoop.makeSucceededFuture($0) } ?? store.lastStreamID(on: eventLoop)
+        let known = state.withLockedValue { $0.lastID }
+        let position: EventLoopFuture<String> = known.map { eventLoop.makeSucceededFuture($0) } ?? store.lastStreamID(on: eventLoop)
         return position.flatMap { from in
             self.redis.send(["XRANGE", Self.stream, "(" + from, "+", "COUNT", String(Self.batch)]).flatMap { reply in
                 let entries = (reply.elements ?? []).compactMap(Self.entry)
                 guard let last = entries.last else {
-                    self.lastID = from
+                    self.state.withLockedValue { $0.lastID = from }
                     return self.eventLoop.makeSucceededVoidFuture()
                 }
                 return self.store.applyReplicated(entries.map { ($0.gid, $0.origin, $0.receipt) }, lastStreamID: last.id, on: self.eventLoop).map { _ in
-                    self.lastID = last.id
+                    self.state.withLockedValue { $0.lastID = last.id }
                 }
             }
         }

@@ -12,12 +12,12 @@ public final class AdmissionControl: Sendable {
 
     public let maxConnections: Int
     public let maxPerIP: Int
-    private let state: NIOLockedValueBox<State>
+    private let state: AuditedLock<State>
 
     public init(maxConnections: Int, maxPerIP: Int, authFailures: EventRateLimiter.Budget) {
         self.maxConnections = maxConnections
         self.maxPerIP = maxPerIP
-        self.state = NIOLockedValueBox(State(authFailures: KeyedRateLimiter(budget: authFailures)))
+        self.state = AuditedLock(State(authFailures: KeyedRateLimiter(budget: authFailures)))
     }
 
     /// Counts a new TCP connection; `false` if it is over a limit (it is counted anyway and

@@ -18,10 +18,10 @@ public final class RelayContext: Sendable {
     public let receipts: (any ReceiptStore)?
     public let logger: Logger
     /// Receipts each user may still write (across all of their sockets), per second.
-    let receiptQuota: NIOLockedValueBox<KeyedRateLimiter>
+    let receiptQuota: AuditedLock<KeyedRateLimiter>
     /// This node's long-polling sessions by Engine.IO sid.
     let pollingSessions = PollingSessions()
-    private let nextID = NIOLockedValueBox<UInt64>(0)
+    private let nextID = AuditedLock<UInt64>(0)
 
     public convenience init(configuration: RelayConfiguration, hub: Hub, verifier: TokenVerifier, receipts: (any ReceiptStore)?, logger: Logger) {
         self.init(configuration: configuration, hub: hub, receipts: receipts, logger: logger) { token, eventLoop in
@@ -44,7 +44,7 @@ public final class RelayContext: Sendable {
             maxConnections: configuration.maxConnections, maxPerIP: configuration.maxConnectionsPerIP,
             authFailures: configuration.authFailuresPerIP)
         self.logger = logger
-        self.receiptQuota = NIOLockedValueBox(KeyedRateLimiter(budget: configuration.receiptsPerUser))
+        self.receiptQuota = AuditedLock(KeyedRateLimiter(budget: configuration.receiptsPerUser))
     }
 
     func makeConnectionID() -> ConnectionID {

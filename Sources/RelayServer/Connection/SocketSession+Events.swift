@@ -35,7 +35,7 @@ extension SocketSession {
             relay.logger.info("auth failed", metadata: ["ip": "\(handshake.remoteIP)", "code": "\(error.code.rawValue)"])
             perform(session.connectFinished(.failure(error), now: now))
         case .success(let user):
-            guard !hub.isRevoked(user) else {
+            guard !hub.revocations.isRevoked(user) else {
                 hub.metrics.authFailure(.tokenRevoked)
                 hub.metrics.connectsRefused.increment()
                 perform(session.connectFinished(.failure(RelayError(.tokenRevoked)), now: now))
@@ -88,10 +88,10 @@ extension SocketSession {
         switch event {
         case .join(let room):
             guard user.rooms.allows(room) else { throw RelayError(.roomNotAuthorized, "your token does not allow \(room)") }
-            let alreadyMember = hub.isMember(room: room, connection: connectionID)
+            let alreadyMember = hub.rooms.isMember(room: room, connection: connectionID)
             let presence = try hub.join(room: room, sink: self, user: user.userID, on: shard)
             // Acked once this node receives the room's events (and its offset is read after that).
-            let broker = hub.broker, loop = eventLoop
+            let broker = hub.backends.broker, loop = eventLoop
             let head = broker.whenSubscribed(.room(room), on: loop).recover { _ in }.flatMap { broker.head(of: .room(room), on: loop) }
             let handler = NIOLoopBound(self, eventLoop: eventLoop)
             let reply = presence.and(head).map { presence, head -> JSONValue in
@@ -108,14 +108,14 @@ extension SocketSession {
             recoveryLog.unfollow(.room(room))
             return ok
         case .presence(let room):
-            guard user.rooms.allows(room) || hub.isMember(room: room, connection: connectionID) else {
+            guard user.rooms.allows(room) || hub.rooms.isMember(room: room, connection: connectionID) else {
                 throw RelayError(.roomNotAuthorized, "your token does not allow \(room)")
             }
-            ackLater(hub.presence(room: room, on: shard.eventLoop).map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID, event: event.name)
+            ackLater(hub.presence.presence(room: room, on: shard.eventLoop).map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID, event: event.name)
             return nil
         case .typing(let room, let isTyping):
             try requireMember(room)
-            hub.typing(isTyping, room: room, user: user.userID, connection: connectionID)
+            hub.typing.change(isTyping, room: room, user: user.userID, connection: connectionID)
             return ok
         case .reaction(let b), .custom(let b):
             try requireMember(b.room)
@@ -123,17 +123,17 @@ extension SocketSession {
             return ok
         case .shareLive(let b, let duration):
             try requireMember(b.room)
-            try hub.startLiveShare(room: b.room, user: user.userID, connection: connectionID, durationSec: duration)
+            try hub.locations.start(room: b.room, user: user.userID, connection: connectionID, durationSec: duration)
             broadcast(b, user: user)
             return ok
         case .locationUpdate(let b):
             try requireMember(b.room)
-            try hub.checkLiveShare(room: b.room, user: user.userID)
+            try hub.locations.check(room: b.room, user: user.userID)
             broadcast(b, user: user)
             return ok
         case .locationStop(let b):
             try requireMember(b.room)
-            guard hub.stopLiveShare(room: b.room, user: user.userID) else { throw RelayError(.noLiveShare) }
+            guard hub.locations.stop(room: b.room, user: user.userID) else { throw RelayError(.noLiveShare) }
             broadcast(b, user: user)
             return ok
         case .receipt(let receipt):
@@ -149,7 +149,7 @@ extension SocketSession {
             refresh(with: token, ackID: ackID, current: user)
             return nil
         case .roomSync(let room, let offset, let limit):
-            guard user.rooms.allows(room) || hub.isMember(room: room, connection: connectionID) else {
+            guard user.rooms.allows(room) || hub.rooms.isMember(room: room, connection: connectionID) else {
                 throw RelayError(.roomNotAuthorized, "your token does not allow \(room)")
             }
             syncRoom(room, after: offset, limit: limit, ackID: ackID)
@@ -172,15 +172,16 @@ extension SocketSession {
 
     /// Events about a room need membership of it.
     private func requireMember(_ room: String) throws(RelayError) {
-        guard hub.isMember(room: room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(room) first") }
+        guard hub.rooms.isMember(room: room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(room) first") }
     }
 
     /// Stamps `from`/`ts` and fans out to the room minus this socket, with the coalescing key
     /// the policy table declares.
     private func broadcast(_ b: ClientEvent.Broadcast, user: AuthenticatedUser) {
         let stamped = EventValidator.stamp(b.payload, from: user.userID, ts: hub.clock.wallMs())
-        let key = b.coalescingKey.map { OutboundQueue<OutboundMessage>.CoalesceKey(event: $0.event, room: $0.room, user: $0.user) }
-        hub.publish(room: b.room, name: b.name, payload: stamped, excludeConnection: connectionID, origin: sid, coalesceKey: key, attachments: b.attachments)
-        hub.webhooks?.clientEvent(name: b.name, room: b.room, from: user.userID, payload: stamped, ts: stamped["ts"]?.intValue ?? hub.clock.wallMs())
+        hub.publisher.publish(
+            room: b.room, event: b.policy, payload: stamped, excludeConnection: connectionID, origin: sid, coalescingKey: b.coalescingKey,
+            attachments: b.attachments)
+        hub.backends.webhooks?.clientEvent(name: b.name, room: b.room, from: user.userID, payload: stamped, ts: stamped["ts"]?.intValue ?? hub.clock.wallMs())
     }
 }

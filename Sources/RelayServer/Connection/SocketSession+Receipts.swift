@@ -6,7 +6,7 @@ extension SocketSession {
     /// `message:delivered` / `message:read`: stored, acked after commit, then forwarded.
     func record(_ receipt: NewReceipt, ackID: Int64?, user: AuthenticatedUser) throws(RelayError) {
         guard let store = relay.receipts else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
-        guard hub.isMember(room: receipt.room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(receipt.room) first") }
+        guard hub.rooms.isMember(room: receipt.room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(receipt.room) first") }
         // Quotas bound the writer's queue: per connection (receipts awaiting commit) and per
         // user across all of their sockets.
         guard pendingReceipts < configuration.maxPendingReceiptsPerConnection else {
@@ -31,7 +31,7 @@ extension SocketSession {
     /// one event to the room, one to each author's other devices.
     func record(batch receipts: [NewReceipt], room: String, kind: ReceiptKind, ackID: Int64?, user: AuthenticatedUser) throws(RelayError) {
         guard let store = relay.receipts else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
-        guard hub.isMember(room: room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(room) first") }
+        guard hub.rooms.isMember(room: room, connection: connectionID) else { throw RelayError(.notInRoom, "join \(room) first") }
         guard pendingReceipts + receipts.count <= configuration.maxPendingReceiptsPerConnection else {
             hub.metrics.receiptQuotaRefusals.increment()
             throw RelayError(.rateLimited, "at most \(configuration.maxPendingReceiptsPerConnection) receipts awaiting commit per connection")
@@ -56,7 +56,7 @@ extension SocketSession {
                     handler.flushSoon()
                 }
                 let new = recorded.filter(\.isNew).map(\.receipt)
-                if !new.isEmpty { handler.hub.publishReceipts(new, room: room, kind: kind, from: user.userID, excludeConnection: handler.connectionID) }
+                if !new.isEmpty { handler.hub.publisher.publishReceipts(new, room: room, kind: kind, from: user.userID, excludeConnection: handler.connectionID) }
             case .failure:
                 handler.fail(RelayError(.storeUnavailable), event: kind.eventName, ackID: ackID)
             }
@@ -81,7 +81,7 @@ extension SocketSession {
                 ])
                 handler.perform(handler.session.ack(ackID, payload: payload))
             case .failure:
-                handler.fail(RelayError(.storeUnavailable), event: "receipt:sync", ackID: ackID)
+                handler.fail(RelayError(.storeUnavailable), event: EventPolicyTable.receiptSync.name, ackID: ackID)
             }
         }
     }
@@ -100,7 +100,7 @@ extension SocketSession {
             }
             // Forwarded once, when first stored; a repeat only gets its ack.
             if recorded.isNew {
-                hub.publishReceipt(recorded.receipt, excludeConnection: connectionID)
+                hub.forward(recorded.receipt, excludeConnection: connectionID)
             }
         case .failure:
             fail(RelayError(.storeUnavailable), event: event, ackID: ackID)

@@ -25,12 +25,12 @@ extension SocketSession {
 
     /// The token is valid: recover the session the client names, or start a new one.
     func connect(_ user: AuthenticatedUser, request: ConnectRequest) {
-        takesOffsets = hub.broker.keepsHistory && (configuration.offsetsForEverySocket || request.wantsRecovery)
+        takesOffsets = hub.backends.broker.keepsHistory && (configuration.offsetsForEverySocket || request.wantsRecovery)
         guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, recovery: nil) }
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
         // Not kept: the old connection may still look alive (its drop not noticed yet); its
-        // node hands the session over (`Hub.takeKeptSession`).
-        hub.takeKeptSession(pid: pid, user: user.userID, on: eventLoop).whenComplete { result in
+        // node hands the session over (`RecoveryHandover.takeKeptSession`).
+        hub.handover.takeKeptSession(pid: pid, user: user.userID, on: eventLoop).whenComplete { result in
             let me = handler.value
             guard me.session.phase == .authenticating, !me.closing else { return }
             switch result {
@@ -54,7 +54,7 @@ extension SocketSession {
         if takesOffsets {
             let pid = SessionID.makeSecret()
             self.pid = pid
-            hub.track(pid: pid, connection: connectionID, on: shard)
+            hub.handover.track(pid: pid, connection: connectionID, on: shard)
         }
         var joined: [String] = []
         var refused: [(room: String, code: String)] = []
@@ -81,7 +81,7 @@ extension SocketSession {
         // Heads are read once this node receives the streams, so the offsets in the answer and
         // the live events that follow them meet exactly.
         let loop = eventLoop
-        let broker = hub.broker
+        let broker = hub.backends.broker
         let subscribed = EventLoopFuture.andAllComplete(streams.map { broker.whenSubscribed($0, on: loop) }, on: loop)
         let heads = streams.map { stream in subscribed.flatMap { broker.head(of: stream, on: loop) }.map { (stream, $0) } }
         let (joinedRooms, refusedRooms) = (joined, refused)
@@ -139,7 +139,7 @@ extension SocketSession {
         startHolding()
         guard register(user, sid: record.socketSID) else { return }
         pid = record.pid
-        hub.track(pid: record.pid, connection: connectionID, on: shard)
+        hub.handover.track(pid: record.pid, connection: connectionID, on: shard)
         recoveryLog = RecoveryLog()
         recoveryLog.follow(.user(user.userID), from: cuts[.user(user.userID)] ?? .zero)
         var restored: [String] = []
@@ -163,7 +163,7 @@ extension SocketSession {
         // The second read starts once this node receives every stream: an event is then either
         // in the read or delivered live (or both: the socket drops the second copy).
         let loop = eventLoop
-        let broker = hub.broker
+        let broker = hub.backends.broker
         EventLoopFuture.andAllSucceed(firstReached.keys.map { broker.whenSubscribed($0, on: loop) }, on: loop).flatMap {
             handler.value.readMissed(after: firstReached)
         }.whenComplete { result in
@@ -215,7 +215,7 @@ extension SocketSession {
     private func readMissed(after offsets: [StreamKey: StreamOffset]) -> EventLoopFuture<Missed> {
         let limit = max(1, configuration.historyLimits.maxEvents * 2)
         let reads = offsets.map { stream, offset in
-            hub.broker.history(of: stream, after: offset, limit: limit, maxBytes: Self.maxReplayBytes, on: eventLoop).map { (stream, $0) }
+            hub.backends.broker.history(of: stream, after: offset, limit: limit, maxBytes: Self.maxReplayBytes, on: eventLoop).map { (stream, $0) }
         }
         return EventLoopFuture.whenAllSucceed(reads, on: eventLoop).map { results -> Missed in
             var out: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]] = [:]
@@ -226,7 +226,7 @@ extension SocketSession {
                 case .failure(.unavailable): return .notRecovered("history_gone")
                 case .success(let page):
                     if page.more { return .notRecovered("history_gone") }
-                    out[stream] = page.entries.map { (offset: $0.offset, message: $0.item) }
+                    out[stream] = page.entries.map { (offset: $0.offset, message: OutboundMessage($0.item)) }
                     bytes += page.entries.reduce(0) { $0 + $1.item.byteCount }
                 }
             }
@@ -259,13 +259,13 @@ extension SocketSession {
 
     /// Keeps a dropped session of a socket that takes offsets for the recovery window.
     func keepForRecovery(user: AuthenticatedUser, reason: String) {
-        guard takesOffsets, let pid, hub.broker.keepsHistory, Self.recoverableReasons.contains(reason), !session.clientDisconnected else { return }
+        guard takesOffsets, let pid, hub.backends.broker.keepsHistory, Self.recoverableReasons.contains(reason), !session.clientDisconnected else { return }
         let rooms = recoveryLog.streams.compactMap { stream -> String? in
             if case .room(let room) = stream { return room }
             return nil
         }.sorted()
         let record = SessionRecord(pid: pid, socketSID: sid, userID: user.userID, rooms: rooms, log: recoveryLog, disconnectedAtMs: hub.clock.wallMs())
-        hub.sessions.put(record, windowMs: configuration.recoveryWindowMs)
+        hub.backends.keptSessions.put(record, windowMs: configuration.recoveryWindowMs)
     }
 
     // MARK: room:sync
@@ -274,11 +274,11 @@ extension SocketSession {
     func syncRoom(_ room: String, after offset: WireOffset, limit: Int, ackID: Int64?) {
         guard let ackID else { return }
         let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        hub.broker.history(of: .room(room), after: offset.offset, limit: limit, maxBytes: Self.maxSyncPageBytes, on: eventLoop).whenComplete { result in
+        hub.backends.broker.history(of: .room(room), after: offset.offset, limit: limit, maxBytes: Self.maxSyncPageBytes, on: eventLoop).whenComplete { result in
             let me = handler.value
             guard case .success(.success(let page)) = result else {
                 me.hub.metrics.roomSyncs["history_unavailable"]?.increment()
-                me.fail(RelayError(.historyUnavailable), event: "room:sync", ackID: ackID)
+                me.fail(RelayError(.historyUnavailable), event: EventPolicyTable.roomSync.name, ackID: ackID)
                 return
             }
             me.hub.metrics.roomSyncs["ok"]?.increment()
@@ -317,8 +317,8 @@ extension SocketSession {
     }
 
     /// `["name", payload…]` of a stored `42[…]` or `45<n>-[…]` packet.
-    static func eventArray(_ message: OutboundMessage) -> JSONValue? {
-        let view = message.bytes.readableBytesView
+    static func eventArray(_ publication: Publication) -> JSONValue? {
+        let view = publication.packet.readableBytesView
         guard let open = view.firstIndex(of: UInt8(ascii: "[")) else { return nil }
         return try? JSONParser.parse(Array(view[open...]))
     }

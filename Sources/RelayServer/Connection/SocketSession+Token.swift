@@ -21,18 +21,18 @@ extension SocketSession {
         switch result {
         case .failure(let error): refused = error
         case .success(let user) where user.userID != current.userID: refused = RelayError(.tokenSubjectMismatch)
-        case .success(let user) where hub.isRevoked(user): refused = RelayError(.tokenRevoked)
+        case .success(let user) where hub.revocations.isRevoked(user): refused = RelayError(.tokenRevoked)
         case .success: refused = nil
         }
         if let refused {
             hub.metrics.tokenRefreshes["refused"]?.increment()
-            fail(refused, event: "auth:refresh", ackID: ackID)
+            fail(refused, event: EventPolicyTable.authRefresh.name, ackID: ackID)
             return
         }
         guard case .success(let user) = result else { return }
         // Rooms the new token no longer allows are left (others see presence:leave).
         var left: [String] = []
-        for room in hub.rooms(of: connectionID).sorted() where !user.rooms.allows(room) {
+        for room in hub.rooms.rooms(of: connectionID).sorted() where !user.rooms.allows(room) {
             if hub.leave(room: room, connection: connectionID, on: shard) {
                 recoveryLog.unfollow(.room(room))
                 left.append(room)

@@ -347,7 +347,7 @@ final class SocketSession: ConnectionSink {
     private func leave() {
         guard let user = registeredUser, let shard else { return }
         hub.metrics.disconnect(reason: "client")
-        if let pid { hub.untrack(pid: pid, connection: connectionID) }
+        if let pid { hub.handover.untrack(pid: pid, connection: connectionID) }
         hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
         relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "client"])
         registeredUser = nil
@@ -376,7 +376,7 @@ final class SocketSession: ConnectionSink {
         holding = nil
         if let user = registeredUser, let shard {
             keepForRecovery(user: user, reason: why)
-            if let pid { hub.untrack(pid: pid, connection: connectionID) }
+            if let pid { hub.handover.untrack(pid: pid, connection: connectionID) }
             hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
             relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why)"])
         }

@@ -48,7 +48,7 @@ struct AdminAPI {
     /// Readiness: the receipt store takes a write (and, with Redis, the link is up).
     func readiness(on loop: any EventLoop, detailed: Bool) -> EventLoopFuture<HTTPResponse> {
         // Without Redis a node still serves its own sockets (degraded), so it stays ready and says so.
-        let redis: [(String, JSONValue)] = relay.hub.cluster.map { cluster in
+        let redis: [(String, JSONValue)] = relay.hub.backends.cluster.map { cluster in
             [("redis", .string(cluster.isUp ? "up" : "down")), ("degraded", .bool(!cluster.isUp)), ("node", .string(cluster.nodeID))]
         } ?? []
         guard let store = relay.receipts else {
@@ -71,7 +71,7 @@ struct AdminAPI {
         let fanout = m.histogram("relay_fanout_seconds")
         let commit = m.histogram("relay_receipt_commit_seconds")
         let lag = m.histogram("relay_event_loop_lag_seconds")
-        let busiest = hub.busiestRooms(limit: 10).map { r -> JSONValue in
+        let busiest = hub.rooms.busiestRooms(limit: 10).map { r -> JSONValue in
             ["room": .string(r.room), "members": .int(Int64(r.members)), "users": .int(Int64(r.users))]
         }
         return [
@@ -79,8 +79,8 @@ struct AdminAPI {
             "uptimeSeconds": .int(Int64(Date().timeIntervalSince(Self.startedAt))),
             "timeMs": .int(hub.clock.wallMs()),
             "connections": .int(Int64(hub.connectionCount)),
-            "users": .int(Int64(hub.userCount)),
-            "rooms": .int(Int64(hub.roomCount)),
+            "users": .int(Int64(hub.registry.userCount)),
+            "rooms": .int(Int64(hub.rooms.roomCount)),
             "tcpConnections": .int(Int64(relay.admission.openConnections)),
             "eventsIn": .int(m.eventsInTotal),
             "eventsOut": .int(m.eventsOutTotal),
@@ -94,7 +94,7 @@ struct AdminAPI {
             "eventLoopLagMs": ["p99": ms(lag, 0.99)],
             "rssBytes": ProcessMemory.residentBytes().map { .int(Int64($0)) } ?? .null,
             "busiestRooms": .array(busiest),
-            "cluster": hub.cluster.map { c in ["node": .string(c.nodeID), "redis": .string(c.isUp ? "up" : "down")] } ?? .null,
+            "cluster": hub.backends.cluster.map { c in ["node": .string(c.nodeID), "redis": .string(c.isUp ? "up" : "down")] } ?? .null,
         ]
     }
 
@@ -108,7 +108,7 @@ struct AdminAPI {
     func rooms(_ query: QueryString) -> HTTPResponse {
         let limit = min(max(Int(query["limit"] ?? "") ?? 50, 1), 500)
         let offset = max(Int(query["cursor"] ?? "") ?? 0, 0)
-        let page = relay.hub.roomsPage(prefix: query["prefix"], offset: offset, limit: limit)
+        let page = relay.hub.rooms.roomsPage(prefix: query["prefix"], offset: offset, limit: limit)
         let next: JSONValue = offset + page.rooms.count < page.total ? .string(String(offset + page.rooms.count)) : .null
         let rooms = page.rooms.map { r -> JSONValue in
             ["room": .string(r.room), "members": .int(Int64(r.members)), "users": .int(Int64(r.users))]
@@ -117,7 +117,7 @@ struct AdminAPI {
     }
 
     func room(_ name: String) -> HTTPResponse {
-        let presence = relay.hub.presence(room: name)
+        let presence = relay.hub.rooms.presence(room: name)
         guard !presence.isEmpty else { return .error(.notFound, code: "not_found", message: "no room \(name) with members") }
         let devices = presence.reduce(0) { $0 + $1.devices }
         return .json(.ok, ["room": .string(name), "members": .int(Int64(devices)), "presence": .array(presence.map(\.json))])

@@ -27,7 +27,7 @@ struct EmitEndpoint {
         var payload: JSONValue
         var target: Target
         var byUser: Bool
-        var coalesce: CoalesceRule?
+        var window: EmitWindow?
     }
 
     /// A 400 answer: `invalid_json`, `invalid_payload` or `invalid_event_name`.
@@ -45,14 +45,15 @@ struct EmitEndpoint {
         }
         switch request.target {
         case .user(let user):
-            hub.publish(user: user, name: request.event, payload: request.payload, coalesce: request.coalesce)
+            hub.publisher.publish(user: user, event: EventPolicyTable.backend(request.event), payload: request.payload, window: request.window)
             return answer(users: [user], byUser: request.byUser, on: loop)
         case .users(let users):
-            for user in users { hub.publish(user: user, name: request.event, payload: request.payload, coalesce: request.coalesce) }
+            let event = EventPolicyTable.backend(request.event)
+            for user in users { hub.publisher.publish(user: user, event: event, payload: request.payload, window: request.window) }
             return answer(users: users, byUser: request.byUser, on: loop)
         case .room(let room):
-            hub.publish(room: room, name: request.event, payload: request.payload, coalesce: request.coalesce)
-            return hub.roomPresenceAnswer(room: room, on: loop).map { answer in
+            hub.publisher.publish(room: room, event: EventPolicyTable.backend(request.event), payload: request.payload, window: request.window)
+            return hub.presence.roomPresenceAnswer(room: room, on: loop).map { answer in
                 Self.response(answer.value.map { ($0.user, $0.devices) }, byUser: request.byUser, degraded: answer.degraded)
             }
         }
@@ -60,7 +61,7 @@ struct EmitEndpoint {
 
     /// The users' sockets on every node (this node's while Redis is down).
     private func answer(users: [String], byUser: Bool, on loop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
-        hub.userPresence(users, withRooms: false, on: loop).map { answer in
+        hub.presence.userPresence(users, withRooms: false, on: loop).map { answer in
             Self.response(answer.value.map { ($0.user, $0.devices) }, byUser: byUser, degraded: answer.degraded)
         }
     }
@@ -93,7 +94,7 @@ struct EmitEndpoint {
             guard let b = flag.boolValue else { throw Self.invalid("recipientsByUser must be true or false") }
             byUser = b
         }
-        return Request(event: event, payload: payload, target: target, byUser: byUser, coalesce: try Self.coalesce(json["coalesce"]))
+        return Request(event: event, payload: payload, target: target, byUser: byUser, window: try Self.window(json["coalesce"]))
     }
 
     private static let toMessage = "to must be exactly one of {\"user\":…}, {\"users\":[…]} or {\"room\":…}"
@@ -129,16 +130,16 @@ struct EmitEndpoint {
         return .users(users)
     }
 
-    static func coalesce(_ value: JSONValue?) throws(Refusal) -> CoalesceRule? {
+    static func window(_ value: JSONValue?) throws(Refusal) -> EmitWindow? {
         guard let value else { return nil }
-        let range = CoalesceRule.windowRange
-        guard value.isObject, let key = value["key"]?.stringValue, Identifier.isValid(key, maxBytes: CoalesceRule.maxKeyBytes),
+        let range = EmitWindow.windowRange
+        guard value.isObject, let key = value["key"]?.stringValue, Identifier.isValid(key, maxBytes: EmitWindow.maxKeyBytes),
             let window = value["windowMs"]?.intValue, range.contains(window)
         else {
             throw invalid(
-                "coalesce must be {\"key\": 1-\(CoalesceRule.maxKeyBytes) bytes (Unicode NFC), \"windowMs\": \(range.lowerBound)-\(range.upperBound)}")
+                "coalesce must be {\"key\": 1-\(EmitWindow.maxKeyBytes) bytes (Unicode NFC), \"windowMs\": \(range.lowerBound)-\(range.upperBound)}")
         }
-        return CoalesceRule(key: key, windowMs: window)
+        return EmitWindow(key: key, windowMs: window)
     }
 
     private static func invalid(_ message: String) -> Refusal {

@@ -168,6 +168,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func write(_ response: HTTPResponse, keepAlive: Bool, context: ChannelHandlerContext) {
+        assert(LockAudit.noneHeld(), "a lock is held across an HTTP write")
         if let stream = response.stream {
             writeStream(response, stream, context: context)
             return
@@ -248,15 +249,4 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         // Malformed requests were already answered with 400 by NIO's protocol error handler.
         context.close(promise: nil)
     }
-}
-
-/// A complete HTTP request as the router sees it.
-struct HTTPRequest {
-    var head: HTTPRequestHead
-    var body: [UInt8]
-    var remoteIP: String
-    /// The connection is within the connection limits.
-    var admitted: Bool
-
-    var method: HTTPMethod { head.method }
 }

@@ -10,9 +10,9 @@ struct MetricsEndpoint {
         let hub = relay.hub
         // One copy of a fixed-size histogram under the lock: the scrape costs the same with
         // 30 000 rooms as with 10.
-        let sizes = hub.roomSizes()
+        let sizes = hub.rooms.roomSizes()
         hub.metrics.rooms.set(sizes.rooms)
-        let history = hub.broker.memoryUsage
+        let history = hub.backends.broker.memoryUsage
         hub.metrics.historyEvents.set(history.events)
         hub.metrics.historyBytes.set(history.bytes)
         var out = hub.metrics.registry.render()

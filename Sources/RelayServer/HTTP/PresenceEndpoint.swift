@@ -27,7 +27,7 @@ struct PresenceEndpoint {
             return loop.makeSucceededFuture(
                 .error(.badRequest, code: "invalid_payload", message: "the user must be a user id (1-\(EmitEndpoint.maxUserBytes) bytes, Unicode NFC, percent-encoded)"))
         }
-        return hub.userPresence([user], withRooms: true, on: loop).map { answer in
+        return hub.presence.userPresence([user], withRooms: true, on: loop).map { answer in
             let p = answer.value.first ?? UserPresence(user: user, devices: 0)
             var fields: [(String, JSONValue)] = [
                 ("user", .string(user)), ("online", .bool(p.online)), ("devices", .int(Int64(p.devices))),
@@ -57,7 +57,7 @@ struct PresenceEndpoint {
             }
             if seen.insert(user).inserted { users.append(user) }
         }
-        return hub.userPresence(users, withRooms: false, on: loop).map { answer in
+        return hub.presence.userPresence(users, withRooms: false, on: loop).map { answer in
             let entries = answer.value.map { p -> (String, JSONValue) in
                 (p.user, .object([("online", .bool(p.online)), ("devices", .int(Int64(p.devices))), ("lastSeen", p.lastSeen.map { JSONValue.int($0) } ?? .null)]))
             }

@@ -35,7 +35,7 @@ struct UserSessionsEndpoint {
             default: return .error(.badRequest, code: "invalid_payload", message: "revoke must be a boolean")
             }
         }
-        let closed = hub.endSessions(of: user, revoke: revoke)
+        let closed = hub.revocations.endSessions(of: user, revoke: revoke)
         return .json(.ok, .object([("user", .string(user)), ("disconnected", .int(Int64(closed))), ("revoked", .bool(revoke))]))
     }
 }

@@ -5,6 +5,8 @@ import NIOConcurrencyHelpers
 /// A swift-metrics backend that keeps every metric in lock-free atomics and renders the
 /// Prometheus text exposition format (v0.0.4). Written by hand: no Prometheus backend package is
 /// reachable here. Creating a metric takes a lock; recording one never does.
+/// (`@unchecked Sendable`: `families` and `familyOrder` are only touched inside `lock`; the
+/// series handlers are atomics.)
 public final class PrometheusRegistry: MetricsFactory, @unchecked Sendable {
     enum Kind: String { case counter, gauge, histogram }
 
@@ -136,7 +138,7 @@ public final class PrometheusRegistry: MetricsFactory, @unchecked Sendable {
     }
 }
 
-final class AtomicCounter: CounterHandler, @unchecked Sendable {
+final class AtomicCounter: CounterHandler, Sendable {
     private let atomic = ManagedAtomic<Int64>(0)
     func increment(by amount: Int64) { atomic.wrappingIncrement(by: amount, ordering: .relaxed) }
     func reset() { atomic.store(0, ordering: .relaxed) }
@@ -144,7 +146,7 @@ final class AtomicCounter: CounterHandler, @unchecked Sendable {
 }
 
 /// A double in an atomic word: gauges, floating-point counters, last-value recorders.
-final class AtomicGauge: MeterHandler, RecorderHandler, FloatingPointCounterHandler, @unchecked Sendable {
+final class AtomicGauge: MeterHandler, RecorderHandler, FloatingPointCounterHandler, Sendable {
     private let bits = ManagedAtomic<UInt64>(0.0.bitPattern)
     var value: Double { Double(bitPattern: bits.load(ordering: .relaxed)) }
     func set(_ value: Int64) { set(Double(value)) }
@@ -167,7 +169,7 @@ final class AtomicGauge: MeterHandler, RecorderHandler, FloatingPointCounterHand
 
 /// A fixed-bucket histogram: one atomic per bucket, a count, and a sum kept in the recorded
 /// unit (an integer for timers' nanoseconds).
-final class AtomicHistogram: RecorderHandler, TimerHandler, @unchecked Sendable {
+final class AtomicHistogram: RecorderHandler, TimerHandler, Sendable {
     let bounds: [Double]
     /// Multiplies recorded values into the exported unit (1e-9: nanoseconds to seconds).
     let scale: Double
@@ -190,7 +192,11 @@ final class AtomicHistogram: RecorderHandler, TimerHandler, @unchecked Sendable 
         sumAtomic.wrappingIncrement(by: value, ordering: .relaxed)
     }
 
-    func record(_ value: Double) { record(Int64(value.rounded())) }
+    /// Rounded and clamped into Int64 (NaN as 0): a recorded double never traps.
+    func record(_ value: Double) {
+        let r = value.rounded()
+        record(r.isNaN ? 0 : r >= 9.2e18 ? Int64.max : r <= -9.2e18 ? Int64.min : Int64(r))
+    }
 
     var count: Int64 { countAtomic.load(ordering: .relaxed) }
     var sum: Double { Double(sumAtomic.load(ordering: .relaxed)) * scale }

@@ -83,7 +83,7 @@ public final class RelayMetrics: Sendable {
         disconnects = d
         var inC: [String: Counter] = [:]
         var outC: [String: Counter] = [:]
-        for name in Array(EventPolicyTable.known.keys).sorted() + ["custom", "invalid", "error"] {
+        for name in EventPolicyTable.all.map(\.name).sorted() + ["custom", "invalid", EventPolicyTable.errorEventName] {
             inC[name] = Counter(label: "relay_events_in_total", dimensions: [("event", name)], factory: r)
             outC[name] = Counter(label: "relay_events_out_total", dimensions: [("event", name)], factory: r)
         }
@@ -123,12 +123,10 @@ public final class RelayMetrics: Sendable {
 
     func recovery(_ result: String) { recoveries[result]?.increment() }
 
-    /// The bounded label for an event name.
-    static func label(for name: String) -> String {
-        EventPolicyTable.known[name] != nil || name == "error" ? name : (EventName.isValid(name) ? "custom" : "invalid")
-    }
+    /// The Redis side's metrics.
+    public var cluster: ClusterMetrics { ClusterMetrics(linkUp: redisLinkUp, degraded: redisDegraded) }
 
-    func eventIn(_ name: String) { eventsIn[Self.label(for: name)]?.increment() }
+    func eventIn(_ name: String) { eventsIn[EventPolicyTable.metricLabel(for: name)]?.increment() }
     func eventOut(label: String, count: Int) { eventsOut[label]?.increment(by: Int64(count)) }
     func disconnect(reason: String) { (disconnects[reason] ?? disconnects["closed"])?.increment() }
     func authFailure(_ code: RelayErrorCode) { authFailures[code]?.increment() }

@@ -19,7 +19,7 @@ final class PollingSessions: Sendable {
         let postInFlight: ManagedAtomic<Bool>
     }
 
-    private let table = NIOLockedValueBox<[String: Handle]>([:])
+    private let table = AuditedLock<[String: Handle]>([:])
 
     init() {}
 

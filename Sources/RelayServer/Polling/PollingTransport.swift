@@ -63,7 +63,7 @@ final class PollingTransport: SessionTransport {
 
     func send(_ message: OutboundMessage) {
         guard !closed, !overflowed else { return }
-        switch buffer.enqueue(message, bytes: Self.wireBytes(message), key: message.coalesceKey) {
+        switch buffer.enqueue(message, bytes: Self.wireBytes(message), key: message.coalescingKey) {
         case .queued: break
         case .replaced: onCoalesced?()
         case .overflow:

@@ -194,7 +194,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
             return
         }
         guard context != nil else { return }
-        switch outbound.enqueue(message, bytes: message.byteCount, key: message.coalesceKey) {
+        switch outbound.enqueue(message, bytes: message.byteCount, key: message.coalescingKey) {
         case .queued: break
         case .replaced: hub.metrics.coalesced.increment()
         case .overflow:
@@ -206,6 +206,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// Writes a message's frames: its text frame, then a binary packet's attachments, each one
     /// binary frame, with nothing in between.
     private func write(_ message: OutboundMessage, context: ChannelHandlerContext) {
+        assert(LockAudit.noneHeld(), "a lock is held across a socket write")
         if writeReadyFrame(message) { return }
         writeOwnFrame(message, context: context)
     }
@@ -263,6 +264,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     }
 
     func flush() {
+        assert(LockAudit.noneHeld(), "a lock is held across a socket flush")
         guard needsFlush else { return }
         if let rawContext {
             needsFlush = false

@@ -38,7 +38,7 @@ final class WebhookDispatcher: Sendable {
     let nodeID: String
     private let idPrefix: String
     private let key: SymmetricKey
-    private let state: NIOLockedValueBox<State>
+    private let state: AuditedLock<State>
     private let loop: any EventLoop
     private let client: HTTPClient
     private let clock: RelayClock
@@ -63,7 +63,7 @@ final class WebhookDispatcher: Sendable {
         self.metrics = WebhookMetrics(registry: registry)
         self.logger = logger
         let options = settings.queueOptions
-        self.state = NIOLockedValueBox(State(targets: settings.urls.map { Target(url: $0, logURL: Self.redacted($0), queue: WebhookQueue(options: options)) }))
+        self.state = AuditedLock(State(targets: settings.urls.map { Target(url: $0, logURL: Self.redacted($0), queue: WebhookQueue(options: options)) }))
     }
 
     deinit {

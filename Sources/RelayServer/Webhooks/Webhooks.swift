@@ -35,7 +35,7 @@ public final class Webhooks: Sendable {
     private let bus: ClusterBus?
     private let clock: RelayClock
     private let logger: Logger
-    private let state = NIOLockedValueBox(State())
+    private let state = AuditedLock(State())
     /// Members swept per script call.
     static let sweepChunk = 500
 

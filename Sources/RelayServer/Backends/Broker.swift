@@ -1,0 +1,68 @@
+import NIOCore
+import RelayCore
+
+/// How another node delivers an event the way this node does.
+public struct Routing: Sendable, Equatable {
+    /// Typing: every socket of this user is skipped, on every node.
+    public var excludeUser: String?
+    /// Receipts on a user stream: sockets that are members of this room got it from the room.
+    public var skipMembersOf: String?
+    /// A backend emit with a window: every delivering node holds the latest per key and window.
+    public var window: EmitWindow?
+
+    public init(excludeUser: String? = nil, skipMembersOf: String? = nil, window: EmitWindow? = nil) {
+        self.excludeUser = excludeUser
+        self.skipMembersOf = skipMembersOf
+        self.window = window
+    }
+}
+
+/// The one delivery path of the hub, as Centrifuge's broker: publish to a stream (a room or a
+/// user), subscribe this node to streams, and read a stream's history.
+///
+/// `MemoryBroker` serves one node; `RedisBroker` carries events between nodes over Redis pub/sub
+/// and keeps history in Redis streams. The hub does not know which it has.
+public protocol Broker: AnyObject, Sendable {
+    /// Whether recoverable events are stored (history on).
+    var keepsHistory: Bool { get }
+    /// Whether events go to other nodes (a publish with no local recipient still matters).
+    var crossesNodes: Bool { get }
+    /// Whether the broker can reach its store (always for memory; Redis link for Redis).
+    var isUp: Bool { get }
+
+    /// Receives the events other nodes publish (and, with Redis, this node's own recoverable
+    /// ones), with the stream they were published to and their offset when they have one. Set
+    /// once, before `start`.
+    func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void)
+
+    /// Sends a control message to every other node.
+    func broadcast(_ control: ControlMessage)
+    /// Receives other nodes' control messages. Set once, before `start`.
+    func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void)
+
+    /// This node has (or no longer has) sockets following `stream`.
+    func subscribe(_ stream: StreamKey)
+    func unsubscribe(_ stream: StreamKey)
+    /// Completes once this node receives the stream's events (Redis confirmed the
+    /// subscription); a recovery reads history only after that, so nothing slips between.
+    func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void>
+
+    /// Publishes an encoded event to `stream`. A recoverable event (with history on) first gets
+    /// the stream's next offset and is stored; then every node's sockets get it in offset order:
+    /// through `deliver` with its offset (memory: called under the stream's lock, so it must only
+    /// hand the event to event loops), or, with Redis, through the stream's channel like on every
+    /// other node (`deliver` is not called then). A plain event, or one the store could not take,
+    /// is delivered through `deliver(nil)` at once, without an offset.
+    func publish(_ publication: Publication, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (StreamOffset?) -> Void)
+
+    /// The stream's newest offset (`zero` when it has no history).
+    func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset>
+
+    /// The stream's events after `offset`, oldest first: at most `limit`, and about `maxBytes`.
+    /// `.failure(.unavailable)` when the history does not reach back to `offset`.
+    func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
+        -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
+
+    /// Memory history figures for metrics: (events, bytes). Zero for Redis.
+    var memoryUsage: (events: Int, bytes: Int) { get }
+}

@@ -1,0 +1,33 @@
+import NIOCore
+import RelayCore
+
+/// Who is in a room, as Centrifuge's presence manager: the hub tells it this node's device
+/// count of a user in a room after every join and leave, and asks it for a room's presence.
+/// `MemoryPresenceManager` answers with this node's view; `RedisPresenceManager` with the
+/// cluster's, falling back to this node's while Redis is unreachable.
+public protocol PresenceManager: AnyObject, Sendable {
+    /// This node now has `local.after` devices of `user` in `room` (it had `local.before`);
+    /// `local.presence` is this node's presence of the room.
+    func update(room: String, user: String, local: PresenceUpdate, on loop: any EventLoop) -> EventLoopFuture<PresenceUpdate>
+
+    /// The room's presence; `local` is this node's.
+    func presence(room: String, local: [PresenceEntry], on loop: any EventLoop) -> EventLoopFuture<[PresenceEntry]>
+
+    // MARK: Users (PresenceManager+Users.swift)
+
+    /// This node now has `devices` sockets of `user`; `disconnectedAt` (wall ms) when one of them
+    /// just disconnected. Called under the hub's lock, so one user's updates reach the store in
+    /// order: it must only enqueue, never wait.
+    func updateUser(_ user: String, devices: Int, disconnectedAt: Int64?)
+
+    /// The users' presence (in `local`'s order; `withRooms`: their rooms too); `local` is this
+    /// node's view of each. `degraded` when that view is all the answer could be.
+    func users(_ local: [UserPresence], withRooms: Bool, on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[UserPresence]>>
+
+    /// The room's presence as `presence(room:local:on:)`, saying whether it is only this node's.
+    func roomPresence(room: String, local: [PresenceEntry], on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[PresenceEntry]>>
+
+    /// States this node's sockets per user again (after the store came back): users missing
+    /// from `local` have none here any more.
+    func restateUsers(_ local: [String: Int])
+}

@@ -1,0 +1,185 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import RelayCore
+import RelayRedis
+
+/// The broker of a cluster: events cross nodes on per-stream Redis pub/sub channels (sharded
+/// when Redis has it), and recoverable events go through one script that appends them to the
+/// stream's Redis stream (its id is the offset, the same on every node) and publishes them.
+/// A node delivers its own recoverable events when Redis answered with the offset; other nodes
+/// when the publication arrives — in stream order everywhere.
+///
+/// Redis down: events are delivered on this node only, without an offset, and the instant is
+/// recorded in Redis when it returns (`relay:history-gap`), so no recovery reaches across it.
+public final class RedisBroker: Broker {
+    let bus: ClusterBus
+    public let limits: HistoryLimits
+    private let handler = CallbackSlot<@Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void>()
+    private let controlHandler = CallbackSlot<@Sendable (ControlMessage) -> Void>()
+    static let controlChannel = "relay:control"
+    /// Recoverable events could not be stored since this wall time (ms).
+    private let gapSince = AuditedLock<Int64?>(nil)
+    private let wallMs: @Sendable () -> Int64
+
+    public init(bus: ClusterBus, limits: HistoryLimits, wallMs: @escaping @Sendable () -> Int64) {
+        self.bus = bus
+        self.limits = limits
+        self.wallMs = wallMs
+        bus.onMessage = { [weak self] channel, payload in self?.received(channel: channel, payload: payload) }
+        bus.onLinkUp = { [weak self] in self?.recordGap() }
+        bus.redis.subscribe([Self.controlChannel])
+    }
+
+    public func broadcast(_ control: ControlMessage) {
+        let body = JSONValue.object([("o", .string(bus.nodeID)), ("m", control.json)])
+        bus.publish(Self.controlChannel, ByteBuffer(bytes: JSONWriter.bytes(body)))
+    }
+
+    public func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) {
+        controlHandler.set(handler)
+    }
+
+    public var keepsHistory: Bool { limits.isEnabled }
+    public var crossesNodes: Bool { true }
+    public var isUp: Bool { bus.isUp }
+    public var memoryUsage: (events: Int, bytes: Int) { (0, 0) }
+
+    static func channel(_ stream: StreamKey) -> String {
+        switch stream {
+        case .room(let room): return ClusterBus.roomChannel(room)
+        case .user(let user): return ClusterBus.userChannel(user)
+        }
+    }
+
+    static func historyKey(_ stream: StreamKey) -> String { "relay:history:{\(stream.name)}" }
+    static let gapKey = "relay:history-gap"
+
+    public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) {
+        self.handler.set(handler)
+    }
+
+    public func subscribe(_ stream: StreamKey) { bus.redis.subscribe([Self.channel(stream)]) }
+    public func unsubscribe(_ stream: StreamKey) { bus.redis.unsubscribe([Self.channel(stream)]) }
+    public func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> {
+        bus.redis.subscribed(Self.channel(stream)).hop(to: loop)
+    }
+
+    public func publish(_ publication: Publication, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (StreamOffset?) -> Void) {
+        let envelope = ClusterEnvelope(origin: bus.nodeID, publication: publication, routing: routing).encode()
+        guard recoverable, keepsHistory else {
+            deliver(nil)
+            bus.publish(Self.channel(stream), envelope)
+            return
+        }
+        guard bus.isUp else {
+            // Not stored and not sent to the other nodes: degraded to this node.
+            storeFailed()
+            bus.metrics.degraded.increment()
+            deliver(nil)
+            return
+        }
+        let key = Self.historyKey(stream)
+        let channel = Self.channel(stream)
+        let (maxEvents, maxAge) = (String(limits.maxEvents), String(limits.maxAgeMs))
+        bus.redis.send(
+            { sharded in ["EVAL", HistoryScripts.publish, "1", key, channel, maxEvents, maxAge, sharded ? "SPUBLISH" : "PUBLISH"] },
+            payload: envelope
+        ).whenComplete { result in
+            // Stored and published: this node's sockets get it from the channel, in stream order
+            // with every other node's events (a reply and a publication on two connections would
+            // not keep that order).
+            if case .success(let reply) = result, reply.string.flatMap({ StreamOffset(id: $0) }) != nil { return }
+            self.storeFailed()
+            self.bus.metrics.degraded.increment()
+            deliver(nil)
+        }
+    }
+
+    private func storeFailed() {
+        let now = wallMs()
+        gapSince.withLockedValue { if $0 == nil { $0 = now } }
+    }
+
+    /// Redis is back: no recovery may reach across the time this node could not store.
+    private func recordGap() {
+        guard gapSince.withLockedValue({ $0 }) != nil else { return }
+        let until = wallMs()
+        let script = "local v = tonumber(redis.call('GET', KEYS[1]) or '0'); if tonumber(ARGV[1]) > v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end; return 1"
+        bus.redis.send(["EVAL", script, "1", Self.gapKey, String(until), String(max(1, limits.maxAgeMs * 2))])
+            .whenSuccess { _ in self.gapSince.withLockedValue { $0 = nil } }
+    }
+
+    public func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> {
+        guard keepsHistory else { return loop.makeSucceededFuture(.zero) }
+        return bus.redis.send(["EVAL", HistoryScripts.head, "1", Self.historyKey(stream)])
+            .map { $0.string.flatMap { StreamOffset(id: $0) } ?? .zero }
+            .recover { _ in .zero }
+            .hop(to: loop)
+    }
+
+    public func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
+        -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
+    {
+        guard keepsHistory else { return loop.makeSucceededFuture(.failure(.unavailable)) }
+        return bus.redis.send(["EVAL", HistoryScripts.read, "2", Self.historyKey(stream), Self.gapKey, offset.description, String(max(1, limit))])
+            .map { reply -> Result<HistoryPage<Publication>, HistoryError> in
+                guard let items = reply.elements, let status = items.first?.int else { return .failure(.storeDown) }
+                guard status == 0, items.count == 4, let head = items[1].string.flatMap({ StreamOffset(id: $0) }) else { return .failure(.unavailable) }
+                var entries: [(offset: StreamOffset, item: Publication)] = []
+                var size = 0
+                var more = items[3].int == 1
+                for entry in items[2].elements ?? [] {
+                    guard let parts = entry.elements, parts.count == 2, let id = parts[0].string.flatMap({ StreamOffset(id: $0) }),
+                        let fields = parts[1].elements, fields.count >= 2, case .bulkString(let bytes) = fields[1],
+                        let envelope = ClusterEnvelope.decode(bytes)
+                    else { return .failure(.storeDown) }
+                    let publication = envelope.publication
+                    if !entries.isEmpty && size + publication.byteCount > maxBytes {
+                        more = true
+                        break
+                    }
+                    size += publication.byteCount
+                    entries.append((id, publication))
+                }
+                return .success(HistoryPage(entries: entries, more: more, head: head))
+            }
+            .recover { _ in .failure(.storeDown) }
+            .hop(to: loop)
+    }
+
+    /// A publication from another node: `<id>\n<envelope>` for recoverable events.
+    private func received(channel: String, payload: ByteBuffer) {
+        if channel == Self.controlChannel {
+            guard let json = try? JSONParser.parse(Array(payload.readableBytesView)), json["o"]?.stringValue != bus.nodeID,
+                let message = json["m"].flatMap({ ControlMessage(json: $0) }), let handler = controlHandler.value
+            else { return }
+            handler(message)
+            return
+        }
+        var payload = payload
+        var id: StreamOffset?
+        if let first = payload.readableBytesView.first, first != UInt8(ascii: "{") {
+            let view = payload.readableBytesView
+            guard let newline = view.firstIndex(of: UInt8(ascii: "\n")), let offset = StreamOffset(id: String(decoding: view[view.startIndex..<newline], as: UTF8.self)) else { return }
+            id = offset
+            payload.moveReaderIndex(forwardBy: newline - view.startIndex + 1)
+        }
+        // This node's own plain events were delivered when published; its recoverable ones come
+        // back here, like everyone's.
+        guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != bus.nodeID || id != nil,
+            let handler = handler.value, let stream = Self.stream(ofChannel: channel)
+        else { return }
+        handler(stream, envelope.publication, id, Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf, window: envelope.window))
+    }
+
+    static func stream(ofChannel channel: String) -> StreamKey? {
+        if channel.hasPrefix("relay:room:{"), channel.hasSuffix("}") {
+            return .room(String(channel.dropFirst("relay:room:{".count).dropLast()))
+        }
+        if channel.hasPrefix("relay:user:{"), channel.hasSuffix("}") {
+            return .user(String(channel.dropFirst("relay:user:{".count).dropLast()))
+        }
+        return nil
+    }
+}

@@ -1,0 +1,276 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import RelayCore
+
+/// The connections that live on one event loop and their local room and user membership.
+///
+/// Confined to its loop: every method must be called on `eventLoop`. Fan-out reaches a shard
+/// with one hop per event and delivers to all its local recipients from there.
+/// (`@unchecked Sendable`: its mutable state is only touched on `eventLoop`, which every method
+/// that touches it checks with `preconditionInEventLoop`; the inbox has its own lock.)
+public final class LoopShard: @unchecked Sendable {
+    public let index: Int
+    public let eventLoop: any EventLoop
+    private var connections: [ConnectionID: any ConnectionSink] = [:]
+    private var rooms: [String: RoomMembers] = [:]
+    /// A user's sockets on this loop (usually one, kept inline).
+    private var users: [String: ConnectionMap<any ConnectionSink>] = [:]
+    private var userOf: [ConnectionID: String] = [:]
+
+    /// Decompresses this loop's permessage-deflate messages (one at a time: the loop is single-threaded).
+    let inflater = MessageInflater()
+    private var deflaters: [Int: MessageDeflater] = [:]
+
+    /// A deflater for clients that limited the server's window (`server_max_window_bits`).
+    func deflater(windowBits: Int) -> MessageDeflater {
+        eventLoop.preconditionInEventLoop()
+        if let d = deflaters[windowBits] { return d }
+        let d = MessageDeflater(windowBits: windowBits)
+        deflaters[windowBits] = d
+        return d
+    }
+
+    let metrics: RelayMetrics
+    /// Sockets written to in this loop iteration and not flushed yet.
+    private var unflushed: ContiguousArray<RoomMembers.Member> = []
+    private var flushScheduled = false
+
+    /// Flushes once per socket per loop iteration: every event a socket got while this loop
+    /// drained its queue leaves in one `writev`, instead of one syscall per event. Under load
+    /// that is most of the cost of a delivery; when idle it costs one task hop (microseconds).
+    private func flushLater(_ member: RoomMembers.Member) {
+        if flushesAtOnce { return member.sink.flushOutbound() }
+        unflushed.append(member)
+        // A drain flushes what it wrote when it ends: no task for that.
+        guard !flushScheduled && !draining else { return }
+        flushScheduled = true
+        eventLoop.execute { [self] in
+            self.flushScheduled = false
+            self.flushUnflushed()
+        }
+    }
+
+    /// Flushes every socket written to since the last flush (a socket written twice is asked
+    /// twice; the second flush finds nothing pending).
+    private func flushUnflushed() {
+        guard !unflushed.isEmpty else { return }
+        let sinks = unflushed
+        unflushed.removeAll(keepingCapacity: true)
+        // Written a whole batch ago: as cold as before the write.
+        for i in sinks.indices {
+            prefetch(ahead: i, in: sinks)
+            sinks[i].sink.flushOutbound()
+        }
+    }
+
+    /// Asks the CPU for what a write or flush touches, a few members ahead of `index`, in the
+    /// order it is read: the session (its address is in the list), then its transport (the
+    /// session has that address), then the channel's objects (the transport has theirs). Each
+    /// step reads only what the step before brought in. In a large room, or after the kernel
+    /// has run in between, every one of those objects is cold; asked for early, their misses
+    /// overlap the current member's write instead of stalling it one after the other.
+    @inline(__always)
+    private func prefetch(ahead index: Int, in members: ContiguousArray<RoomMembers.Member>) {
+        let count = members.count
+        if index &+ 3 < count { Prefetch.lines(members[index &+ 3].address, count: 4) }
+        if index &+ 2 < count { members[index &+ 2].sink.prefetchTransport() }
+        if index &+ 1 < count { members[index &+ 1].sink.prefetchChannel() }
+    }
+
+    /// Deliveries posted from any thread (`post`), run in order by one task per batch.
+    private let inbox = AuditedLock(ShardInbox())
+    /// The drained batch's buffer, kept between batches (loop-confined).
+    private var batch: [ShardDelivery] = []
+
+    /// Hands a delivery to this loop: it runs after every delivery posted before it, in a batch
+    /// with those posted while the drain was pending. Callable from any thread, with locks held.
+    func post(_ delivery: ShardDelivery) {
+        let schedule = inbox.withLockedValue { $0.append(delivery) }
+        if schedule { eventLoop.execute { [self] in drainInbox() } }
+    }
+
+    /// Set while a batch of one delivery runs: each socket is flushed right after its write.
+    private var flushesAtOnce = false
+    /// Set while a larger batch runs: its sockets are flushed when the batch ends.
+    private var draining = false
+
+    /// Runs the posted deliveries in order. Deliveries posted while it runs (a delivery that
+    /// closes a slow socket may publish a presence change) go to the next batch.
+    ///
+    /// A batch that writes each socket once (moderate load: one event per iteration, or a few
+    /// events to different rooms) flushes each socket right after writing it, while its
+    /// channel is still in cache, instead of walking every recipient a second time. A larger
+    /// batch, or one with two events for a room (a burst), writes everything first so that
+    /// each socket's events leave in one `writev`, then flushes those sockets when the batch
+    /// ends, in the same task (no second task walks them later).
+    private func drainInbox() {
+        eventLoop.preconditionInEventLoop()
+        var batch = self.batch
+        self.batch = []
+        inbox.withLockedValue { $0.take(into: &batch) }
+        if unflushed.isEmpty && Self.writesEachSocketOnce(batch) {
+            flushesAtOnce = true
+            for delivery in batch { perform(delivery) }
+            flushesAtOnce = false
+        } else {
+            draining = true
+            for delivery in batch { perform(delivery) }
+            draining = false
+            flushUnflushed()
+        }
+        batch.removeAll(keepingCapacity: true)
+        self.batch = batch
+    }
+
+    /// Whether a batch most likely writes each socket once: a few deliveries, to different
+    /// rooms. Its sockets are then flushed right after their write, while their channel is in
+    /// cache, instead of in a second, cold walk whose only gain is joining a socket's events
+    /// into one `writev`. A socket in two of those rooms is flushed twice: one more syscall,
+    /// nothing lost. A larger batch (the loop fell behind) keeps the joined flush.
+    static func writesEachSocketOnce(_ batch: [ShardDelivery]) -> Bool {
+        if batch.count == 1 { return true }
+        guard batch.count <= maxFlushAtOnceBatch else { return false }
+        for i in batch.indices {
+            guard case .room(let room, _, _, _) = batch[i] else { return false }
+            for j in batch.indices where j > i {
+                if case .room(let other, _, _, _) = batch[j], other == room { return false }
+            }
+        }
+        return true
+    }
+
+    /// The largest batch whose rooms are compared for `writesEachSocketOnce` (quadratic).
+    static let maxFlushAtOnceBatch = 8
+
+    /// Runs one delivery now (on this loop).
+    func perform(_ delivery: ShardDelivery) {
+        switch delivery {
+        case .room(let room, let message, let excludeConnection, let excludeUser):
+            deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        case .user(let user, let message):
+            deliver(user: user, message)
+        case .userOutsideRoom(let user, let message, let room, let excludeConnection):
+            deliver(user: user, message, skippingMembersOf: room, excludeConnection: excludeConnection)
+        }
+    }
+
+    /// Deliveries posted and not run yet (tests).
+    var pendingDeliveries: Int { inbox.withLockedValue { $0.count } }
+
+    init(index: Int, eventLoop: any EventLoop, metrics: RelayMetrics) {
+        self.index = index
+        self.eventLoop = eventLoop
+        self.metrics = metrics
+    }
+
+    /// One metrics update per delivery call, however many sockets it reached.
+    private func recordDelivery(_ message: OutboundMessage, count: Int) {
+        guard count > 0 else { return }
+        metrics.deliveries.increment(by: Int64(count))
+        metrics.eventOut(label: message.label, count: count)
+        if message.createdAt > 0 {
+            metrics.fanoutLatency.recordNanoseconds(Int64(NIODeadline.now().uptimeNanoseconds &- message.createdAt))
+        }
+    }
+
+    public var connectionCount: Int {
+        eventLoop.preconditionInEventLoop()
+        return connections.count
+    }
+
+    func add(_ sink: any ConnectionSink, user: String) {
+        eventLoop.preconditionInEventLoop()
+        connections[sink.connectionID] = sink
+        users[user, default: ConnectionMap()].set(sink.connectionID, sink)
+        userOf[sink.connectionID] = user
+    }
+
+    func remove(_ id: ConnectionID) {
+        eventLoop.preconditionInEventLoop()
+        connections.removeValue(forKey: id)
+        if let user = userOf.removeValue(forKey: id) {
+            users[user]?.remove(id)
+            if users[user]?.isEmpty == true { users.removeValue(forKey: user) }
+        }
+    }
+
+    func join(room: String, _ sink: any ConnectionSink) {
+        eventLoop.preconditionInEventLoop()
+        rooms[room, default: RoomMembers()].insert(sink)
+    }
+
+    func leave(room: String, _ id: ConnectionID) {
+        eventLoop.preconditionInEventLoop()
+        rooms[room]?.remove(id)
+        if rooms[room]?.isEmpty == true { rooms.removeValue(forKey: room) }
+    }
+
+    /// Delivers to the local members of `room`, skipping one connection and/or one user.
+    /// Returns how many sockets it wrote to.
+    @discardableResult
+    func deliver(room: String, _ message: OutboundMessage, excludeConnection: ConnectionID?, excludeUser: String?) -> Int {
+        eventLoop.preconditionInEventLoop()
+        guard let members = rooms[room]?.members else { return 0 }
+        let count = members.count
+        var n = 0
+        for i in 0..<count {
+            prefetch(ahead: i, in: members)
+            let member = members[i]
+            if member.id == excludeConnection { continue }
+            if let excludeUser, userOf[member.id] == excludeUser { continue }
+            member.sink.enqueue(message)
+            flushLater(member)
+            n += 1
+        }
+        recordDelivery(message, count: n)
+        return n
+    }
+
+    @discardableResult
+    func deliver(user: String, _ message: OutboundMessage) -> Int {
+        eventLoop.preconditionInEventLoop()
+        guard let sinks = users[user] else { return 0 }
+        sinks.forEach { _, sink in
+            sink.enqueue(message)
+            flushLater(RoomMembers.Member(sink))
+        }
+        recordDelivery(message, count: sinks.count)
+        return sinks.count
+    }
+
+    /// Delivers to the user's local sockets that are not members of `room` (they got it from
+    /// the room already) and whose token allows the room (a receipt never reaches a device that
+    /// may not see its room, whoever the sender named as the author).
+    @discardableResult
+    func deliver(user: String, _ message: OutboundMessage, skippingMembersOf room: String, excludeConnection: ConnectionID?) -> Int {
+        eventLoop.preconditionInEventLoop()
+        guard let sinks = users[user] else { return 0 }
+        let members = rooms[room]
+        var n = 0
+        sinks.forEach { id, sink in
+            guard members?.contains(id) != true && id != excludeConnection && sink.mayAccess(room: room) else { return }
+            sink.enqueue(message)
+            flushLater(RoomMembers.Member(sink))
+            n += 1
+        }
+        recordDelivery(message, count: n)
+        return n
+    }
+
+    /// Closes every local socket of `user`.
+    func close(user: String, code: UInt16, reason: String) {
+        eventLoop.preconditionInEventLoop()
+        for sink in (users[user] ?? ConnectionMap()).values { sink.close(code: code, reason: reason) }
+    }
+
+    func sink(_ id: ConnectionID) -> (any ConnectionSink)? {
+        eventLoop.preconditionInEventLoop()
+        return connections[id]
+    }
+
+    /// Every local connection (for shutdown and admin).
+    func allSinks() -> [any ConnectionSink] {
+        eventLoop.preconditionInEventLoop()
+        return Array(connections.values)
+    }
+}

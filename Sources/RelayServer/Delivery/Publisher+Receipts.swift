@@ -1,0 +1,64 @@
+import RelayCore
+
+/// Committed receipts: to the room, and to the devices of each message's author outside the
+/// room (and allowed it), each socket once.
+extension Publisher {
+    /// Forwards a committed receipt to its room and to the devices of the message's author
+    /// whose token allows the room, the author's devices outside the room included (each
+    /// socket gets it once): one publish to the room's stream, one to the author's. The author
+    /// id is the sender's claim: a device that may not see the room never gets it.
+    func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
+        let event = receipt.kind.policy
+        let room = roomAudience(receipt.room, excludeConnection: excludeConnection, origin: nil)
+        let author = userAudience(receipt.authorID)
+        let recoverable = broker.keepsHistory
+        // Nobody else in the room and the author offline (and no history, no other node).
+        if author.recipients == 0 && room.recipients == 0 && !recoverable && !broker.crossesNodes { return }
+        let payload = receipt.json.setting("from", to: .string(receipt.userID))
+        var encoded = makeMessage(event, payload, deflateClients: room.clients.deflate)
+        encoded.origin = room.origin
+        let roomMessage = encoded
+        broker.publish(roomMessage.publication, to: .room(receipt.room), routing: Routing(), recoverable: recoverable) { [self] offset in
+            let stamped = withOffsetVariant(roomMessage.at(.room(receipt.room), offset), clients: room.clients)
+            deliver(room: receipt.room, message: stamped, partitions: room.partitions, excludeConnection: excludeConnection, excludeUser: nil)
+        }
+        encoded.skipMembersOf = receipt.room
+        let authorMessage = encoded
+        broker.publish(authorMessage.publication, to: .user(receipt.authorID), routing: Routing(skipMembersOf: receipt.room), recoverable: recoverable) { [self] offset in
+            let stamped = withOffsetVariant(authorMessage.at(.user(receipt.authorID), offset), clients: author.clients)
+            deliver(user: receipt.authorID, stamped, partitions: author.partitions, skipMembersOf: receipt.room, excludeConnection: excludeConnection)
+        }
+    }
+
+    /// Forwards committed receipts of one batch, grouped: one `{room, from, items}` event to the
+    /// room, and to each author's devices outside the room (and allowed it) the items of that
+    /// author's messages.
+    func publishReceipts(_ receipts: [Receipt], room: String, kind: ReceiptKind, from user: String, excludeConnection: ConnectionID?) {
+        let byAuthor = Dictionary(grouping: receipts, by: \.authorID)
+        // Every member counts here (the excluded sender included); its sid is still the origin.
+        let roomAudience = roomAudience(room, excludeConnection: nil, origin: excludeConnection.flatMap(registry.sid(of:)))
+        let authors = byAuthor.keys.map { author in (author, registry.connections(of: author).partitions) }
+        let event = kind.policy
+        let recoverable = broker.keepsHistory
+        func payload(_ items: [Receipt]) -> JSONValue {
+            .object([("room", .string(room)), ("from", .string(user)), ("kind", .string(kind.rawValue)), ("items", .array(items.map(\.json)))])
+        }
+        var encoded = makeMessage(event, payload(receipts), deflateClients: roomAudience.clients.deflate)
+        encoded.origin = roomAudience.origin
+        let roomMessage = encoded
+        broker.publish(roomMessage.publication, to: .room(room), routing: Routing(), recoverable: recoverable) { [self] offset in
+            let stamped = withOffsetVariant(roomMessage.at(.room(room), offset), clients: roomAudience.clients)
+            deliver(room: room, message: stamped, partitions: roomAudience.partitions, excludeConnection: excludeConnection, excludeUser: nil)
+        }
+        for (author, partitions) in authors {
+            var forAuthor = makeMessage(event, payload(byAuthor[author] ?? []), deflateClients: roomAudience.clients.deflate)
+            forAuthor.origin = roomAudience.origin
+            forAuthor.skipMembersOf = room
+            let authorMessage = forAuthor
+            broker.publish(authorMessage.publication, to: .user(author), routing: Routing(skipMembersOf: room), recoverable: recoverable) { [self] offset in
+                let stamped = withOffsetVariant(authorMessage.at(.user(author), offset), clients: roomAudience.clients)
+                deliver(user: author, stamped, partitions: partitions, skipMembersOf: room, excludeConnection: excludeConnection)
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+import RelayCore
+
+/// What a node keeps beyond its own sockets — the broker (delivery and history), the kept
+/// sessions (recovery, revocations), presence — in memory on one node or in Redis in a cluster,
+/// chosen here once; plus the cluster link and the webhooks, when configured. Nothing else asks
+/// which kind it has.
+public struct NodeBackends: Sendable {
+    public let broker: any Broker
+    public let keptSessions: any SessionStore
+    public let presence: any PresenceManager
+    public let cluster: ClusterBus?
+    public let webhooks: Webhooks?
+
+    /// Memory backends for one node, Redis ones when `cluster` is given. `broker` replaces the
+    /// memory broker (tests).
+    public static func make(
+        configuration: RelayConfiguration, clock: RelayClock, cluster: ClusterBus?, webhooks: Webhooks?, broker: (any Broker)? = nil
+    ) -> NodeBackends {
+        let limits = configuration.historyLimits
+        // Each of a user's allowed connections may leave a session waiting and one more.
+        let keptPerUser = max(8, 2 * configuration.maxConnectionsPerUser)
+        if let cluster {
+            return NodeBackends(
+                broker: RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs),
+                keptSessions: RedisSessionStore(redis: cluster.redis, maxPerUser: keptPerUser),
+                presence: RedisPresenceManager(bus: cluster), cluster: cluster, webhooks: webhooks)
+        }
+        return NodeBackends(
+            broker: broker ?? MemoryBroker(limits: limits, wallMs: clock.wallMs),
+            keptSessions: MemorySessionStore(wallMs: clock.wallMs, maxPerUser: keptPerUser),
+            presence: MemoryPresenceManager(), cluster: nil, webhooks: webhooks)
+    }
+}
