@@ -20,13 +20,15 @@ extension Publisher {
         let roomMessage = encoded
         broker.publish(roomMessage.publication, to: .room(receipt.room), routing: Routing(), recoverable: recoverable) { [self] offset in
             let stamped = withOffsetVariant(roomMessage.at(.room(receipt.room), offset), clients: room.clients)
-            deliver(room: receipt.room, message: stamped, partitions: room.partitions, excludeConnection: excludeConnection, excludeUser: nil)
+            let partitions = offset == nil ? room.partitions : rooms.partitions(room: receipt.room)
+            deliver(room: receipt.room, message: stamped, partitions: partitions, excludeConnection: excludeConnection, excludeUser: nil)
         }
         encoded.skipMembersOf = receipt.room
         let authorMessage = encoded
         broker.publish(authorMessage.publication, to: .user(receipt.authorID), routing: Routing(skipMembersOf: receipt.room), recoverable: recoverable) { [self] offset in
             let stamped = withOffsetVariant(authorMessage.at(.user(receipt.authorID), offset), clients: author.clients)
-            deliver(user: receipt.authorID, stamped, partitions: author.partitions, skipMembersOf: receipt.room, excludeConnection: excludeConnection)
+            let partitions = offset == nil ? author.partitions : registry.connections(of: receipt.authorID).partitions
+            deliver(user: receipt.authorID, stamped, partitions: partitions, skipMembersOf: receipt.room, excludeConnection: excludeConnection)
         }
     }
 
@@ -48,7 +50,8 @@ extension Publisher {
         let roomMessage = encoded
         broker.publish(roomMessage.publication, to: .room(room), routing: Routing(), recoverable: recoverable) { [self] offset in
             let stamped = withOffsetVariant(roomMessage.at(.room(room), offset), clients: roomAudience.clients)
-            deliver(room: room, message: stamped, partitions: roomAudience.partitions, excludeConnection: excludeConnection, excludeUser: nil)
+            let partitions = offset == nil ? roomAudience.partitions : rooms.partitions(room: room)
+            deliver(room: room, message: stamped, partitions: partitions, excludeConnection: excludeConnection, excludeUser: nil)
         }
         for (author, partitions) in authors {
             var forAuthor = makeMessage(event, payload(byAuthor[author] ?? []), deflateClients: roomAudience.clients.deflate)
@@ -57,7 +60,8 @@ extension Publisher {
             let authorMessage = forAuthor
             broker.publish(authorMessage.publication, to: .user(author), routing: Routing(skipMembersOf: room), recoverable: recoverable) { [self] offset in
                 let stamped = withOffsetVariant(authorMessage.at(.user(author), offset), clients: roomAudience.clients)
-                deliver(user: author, stamped, partitions: partitions, skipMembersOf: room, excludeConnection: excludeConnection)
+                let loops = offset == nil ? partitions : registry.connections(of: author).partitions
+                deliver(user: author, stamped, partitions: loops, skipMembersOf: room, excludeConnection: excludeConnection)
             }
         }
     }

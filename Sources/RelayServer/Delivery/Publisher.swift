@@ -49,6 +49,11 @@ public final class Publisher: Sendable {
         return Audience(partitions: partitions, recipients: ids.count, clients: registry.clients.snapshot)
     }
 
+    // A recoverable event's loops are read again once it has its offset (under the memory
+    // broker's stream lock): a socket that joined after the audience was read, and read the
+    // stream's history before this event was appended, is on one of them — else it would get
+    // the event neither replayed nor live.
+
     /// Encodes an event once and delivers it to the room. Returns the number of recipients on
     /// this node (room members minus the excluded). `origin` is the excluded sender's sid, when
     /// the caller knows it. What the event is (recoverable, durable, its metric label) comes
@@ -73,7 +78,8 @@ public final class Publisher: Sendable {
         broker.publish(message.publication, to: .room(room), routing: routing, recoverable: recoverable) { [self] offset in
             if let window { return windows.hold(.room(room), message, routing: routing, window: window) }
             let stamped = withOffsetVariant(message.at(.room(room), offset), clients: audience.clients)
-            deliver(room: room, message: stamped, partitions: audience.partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
+            let partitions = offset == nil ? audience.partitions : rooms.partitions(room: room)
+            deliver(room: room, message: stamped, partitions: partitions, excludeConnection: excludeConnection, excludeUser: excludeUser)
         }
         return audience.recipients
     }
@@ -90,7 +96,8 @@ public final class Publisher: Sendable {
         broker.publish(message.publication, to: .user(user), routing: routing, recoverable: recoverable) { [self] offset in
             if let window { return windows.hold(.user(user), message, routing: routing, window: window) }
             let stamped = withOffsetVariant(message.at(.user(user), offset), clients: audience.clients)
-            deliver(user: user, stamped, partitions: audience.partitions, skipMembersOf: nil, excludeConnection: nil)
+            let partitions = offset == nil ? audience.partitions : registry.connections(of: user).partitions
+            deliver(user: user, stamped, partitions: partitions, skipMembersOf: nil, excludeConnection: nil)
         }
         return audience.recipients
     }
