@@ -2,7 +2,7 @@
 # Fails (exit 1, one file:line per hit) when code that parses network input could trap:
 # `try!`, `as!`, a force unwrap, `fatalError(` or `preconditionFailure(` in the parsing and
 # connection code (RelayCore; RelayServer Auth, Connection, WebSocket, HTTP, Compression, Polling,
-# Broker, Presence, Cluster, Webhooks). A line may carry a trailing `// trap-ok: <reason>` for a case that is
+# Backends, Delivery, Registry, Rooms, Presence, Recovery, Timers, Cluster, Webhooks). A line may carry a trailing `// trap-ok: <reason>` for a case that is
 # provably safe; the reason is mandatory.
 #
 # This is a lint, not a parser: string literals on one line and `//` comments are blanked before
@@ -13,7 +13,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-DIRS=(Sources/RelayCore Sources/RelayServer/Auth Sources/RelayServer/Connection Sources/RelayServer/WebSocket Sources/RelayServer/HTTP Sources/RelayServer/Compression Sources/RelayServer/Polling Sources/RelayServer/Broker Sources/RelayServer/Presence Sources/RelayServer/Cluster Sources/RelayServer/Webhooks)
+DIRS=(Sources/RelayCore Sources/RelayServer/Auth Sources/RelayServer/Connection Sources/RelayServer/WebSocket Sources/RelayServer/HTTP Sources/RelayServer/HTTPTypes Sources/RelayServer/Compression Sources/RelayServer/Polling Sources/RelayServer/Backends Sources/RelayServer/Delivery Sources/RelayServer/Registry Sources/RelayServer/Rooms Sources/RelayServer/Presence Sources/RelayServer/Recovery Sources/RelayServer/Timers Sources/RelayServer/Cluster Sources/RelayServer/Webhooks)
+for d in "${DIRS[@]}"; do [ -d "$d" ] || { echo "check-traps: $d is gone: update DIRS" >&2; exit 1; }; done
 PATTERN='try!|as!|[]A-Za-z0-9_)]!([^=]|$)|fatalError\(|preconditionFailure\('
 
 hits=0
