@@ -10,7 +10,7 @@ struct RelayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "relay",
         abstract: "Real-time messaging relay: Socket.IO v5 over WebSocket.",
-        subcommands: [ServeCommand.self, TokenCommand.self, CheckConfigCommand.self],
+        subcommands: [ServeCommand.self, TokenCommand.self, CheckConfigCommand.self, SettingsCommand.self],
         defaultSubcommand: ServeCommand.self
     )
 }

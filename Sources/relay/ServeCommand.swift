@@ -8,21 +8,35 @@ import ServiceLifecycle
 /// `relay serve` (the default): runs the relay until SIGTERM/SIGINT.
 ///
 /// Every setting can come from a flag, an environment variable (`RELAY_` + the flag name in
-/// upper snake case) or the JSON config file (`--config`), in that order of precedence.
+/// upper snake case) or the JSON config file (`--config`), in that order of precedence. The
+/// flags are not declared here: `ConfigurationLoader` reads them from its one table of
+/// settings, which also writes the help.
 struct ServeCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the relay (the default command).")
+    static let configuration = CommandConfiguration(
+        commandName: "serve", abstract: "Run the relay (the default command).", discussion: ConfigurationLoader.helpText())
 
-    @OptionGroup var settings: SettingsOptions
+    @Option(help: "JSON config file (keys are the setting names); env RELAY_CONFIG.") var config: String?
+
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Settings (listed above): --NAME VALUE, --NAME=VALUE, or --NAME alone for an on/off setting.", valueName: "setting"))
+    var settings: [String] = []
+
+    /// Unknown or malformed flags are mistakes in using `relay serve`: told with its usage line.
+    func validate() throws {
+        _ = try givenFlags()
+    }
 
     func run() async throws {
         let env = ProcessInfo.processInfo.environment
+        let flags = try givenFlags()
         var resolved: [String: ConfigurationLoader.Resolved]
         let configuration: RelayConfiguration
         let devMode: Bool
-        do {
-            resolved = try settings.resolve(environment: env)
+        do throws(ConfigurationLoader.ConfigError) {
+            var file: [String: String] = [:]
+            if let path = config ?? env["RELAY_CONFIG"] { file = try ConfigurationLoader.readFile(path) }
+            resolved = ConfigurationLoader.resolve(flags: flags, environment: env, file: file)
             (configuration, devMode) = try ConfigurationLoader.build(&resolved)
-        } catch let error as ConfigurationLoader.ConfigError {
+        } catch {
             throw ValidationError("invalid configuration:\n" + error.description)
         }
         let logger = RelayLogging.bootstrap(level: resolved["log-level"]?.value ?? "info", format: resolved["log-format"]?.value ?? "text")
@@ -56,6 +70,28 @@ struct ServeCommand: AsyncParsableCommand {
                 services: [.init(service: service)] + server.backgroundServices.map { .init(service: $0) },
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+}
+
+extension ServeCommand {
+    /// The settings given as flags, by name.
+    func givenFlags() throws -> [String: String] {
+        do throws(ConfigurationLoader.ConfigError) {
+            return try ConfigurationLoader.parseArguments(settings)
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+/// `relay settings`: every setting with its default and meaning; `--markdown`: README's table.
+struct SettingsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "settings", abstract: "List every setting; --markdown prints README's settings table.")
+
+    @Flag(help: "Print the Markdown table of README's \"Configuration\" section.") var markdown = false
+
+    func run() async throws {
+        print(markdown ? ConfigurationLoader.markdownTable() : ConfigurationLoader.helpText(), terminator: "")
     }
 }
 
