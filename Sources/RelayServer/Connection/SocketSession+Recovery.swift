@@ -14,13 +14,9 @@ extension SocketSession {
     static let maxReplayBytes = 4 << 20
     /// The most one `room:sync` page carries.
     static let maxSyncPageBytes = 256 << 10
-    /// Disconnect reasons after which the session is kept (the transport dropped, the server
-    /// shut down); a client that sent DISCONNECT, a kick or a broken rule end it for good.
-    static let recoverableReasons: Set<String> = ["closed", "client", "ping_timeout", "shutdown", "replaced"]
-
     private enum Missed {
         case events([StreamKey: [(offset: StreamOffset, message: OutboundMessage)]])
-        case notRecovered(String)
+        case notRecovered(RecoveryResult)
     }
 
     /// The token is valid: recover the session the client names, or start a new one.
@@ -35,9 +31,9 @@ extension SocketSession {
             guard me.session.phase == .authenticating, !me.closing else { return }
             switch result {
             case .success(.taken(let record)): me.recover(record, user: user, request: request)
-            case .success(.notFound): me.connectFresh(user, request: request, recovery: "unknown_session")
-            case .success(.otherUser): me.connectFresh(user, request: request, recovery: "user_mismatch")
-            case .failure: me.connectFresh(user, request: request, recovery: "unavailable")
+            case .success(.notFound): me.connectFresh(user, request: request, recovery: .unknownSession)
+            case .success(.otherUser): me.connectFresh(user, request: request, recovery: .userMismatch)
+            case .failure: me.connectFresh(user, request: request, recovery: .unavailable)
             }
         }
     }
@@ -45,7 +41,7 @@ extension SocketSession {
     // MARK: A new session
 
     /// A new session: register, join the CONNECT's rooms, answer with their offsets.
-    func connectFresh(_ user: AuthenticatedUser, request: ConnectRequest, recovery: String?) {
+    func connectFresh(_ user: AuthenticatedUser, request: ConnectRequest, recovery: RecoveryResult?) {
         guard let shard else { return }
         if let recovery { hub.metrics.recovery(recovery) }
         let plain = request.rooms.isEmpty && !takesOffsets
@@ -107,10 +103,10 @@ extension SocketSession {
     /// The client came back with the `pid` of a kept session: same user, and every stream's
     /// history reaching back to where the socket was, or it is a new session.
     private func recover(_ record: SessionRecord, user: AuthenticatedUser, request: ConnectRequest) {
-        guard record.userID == user.userID else { return connectFresh(user, request: request, recovery: "user_mismatch") }
-        guard !request.offsetIsInvalid else { return connectFresh(user, request: request, recovery: "invalid_offset") }
+        guard record.userID == user.userID else { return connectFresh(user, request: request, recovery: .userMismatch) }
+        guard !request.offsetIsInvalid else { return connectFresh(user, request: request, recovery: .invalidOffset) }
         guard let cuts = record.log.cuts(lastReceived: request.offset), let userCut = cuts[.user(user.userID)] else {
-            return connectFresh(user, request: request, recovery: "history_gone")
+            return connectFresh(user, request: request, recovery: .historyGone)
         }
         // Rooms are re-checked against the new token.
         let rooms = record.rooms.filter { user.rooms.allows($0) && cuts[.room($0)] != nil }
@@ -170,14 +166,14 @@ extension SocketSession {
             let second: Missed
             switch result {
             case .success(let missed): second = missed
-            case .failure: second = .notRecovered("unavailable")
+            case .failure: second = .notRecovered(.unavailable)
             }
             let me = handler.value
             guard me.session.phase == .authenticating, !me.closing else { return }
             guard case .events(let later) = second else {
                 // Trimmed between the two reads: never a partial recovery. The client reconnects
                 // and, its session taken, starts a new one.
-                me.hub.metrics.recovery("history_gone")
+                me.hub.metrics.recovery(.historyGone)
                 me.close(code: CloseCode.goingAway, reason: "recovery failed; reconnect")
                 return
             }
@@ -205,7 +201,7 @@ extension SocketSession {
                 me.write(message)
             }
             me.release(after: last)
-            me.hub.metrics.recovery("recovered")
+            me.hub.metrics.recovery(.recovered)
             me.relay.logger.info("recovered", metadata: ["sid": "\(me.sid)", "user": "\(user.userID)", "replayed": "\(missed.count)"])
         }
     }
@@ -222,15 +218,15 @@ extension SocketSession {
             var bytes = 0
             for (stream, result) in results {
                 switch result {
-                case .failure(.storeDown): return .notRecovered("unavailable")
-                case .failure(.unavailable): return .notRecovered("history_gone")
+                case .failure(.storeDown): return .notRecovered(.unavailable)
+                case .failure(.unavailable): return .notRecovered(.historyGone)
                 case .success(let page):
-                    if page.more { return .notRecovered("history_gone") }
+                    if page.more { return .notRecovered(.historyGone) }
                     out[stream] = page.entries.map { (offset: $0.offset, message: $0.item) }
                     bytes += page.entries.reduce(0) { $0 + $1.item.byteCount }
                 }
             }
-            return bytes > Self.maxReplayBytes ? .notRecovered("history_gone") : .events(out)
+            return bytes > Self.maxReplayBytes ? .notRecovered(.historyGone) : .events(out)
         }
     }
 
@@ -258,8 +254,8 @@ extension SocketSession {
     // MARK: Dropped
 
     /// Keeps a dropped session of a socket that takes offsets for the recovery window.
-    func keepForRecovery(user: AuthenticatedUser, reason: String) {
-        guard takesOffsets, let pid, hub.broker.keepsHistory, Self.recoverableReasons.contains(reason), !session.clientDisconnected else { return }
+    func keepForRecovery(user: AuthenticatedUser, end: ConnectionEnd) {
+        guard takesOffsets, let pid, hub.broker.keepsHistory, end.keepsSessionForRecovery, !session.clientDisconnected else { return }
         let rooms = recoveryLog.streams.compactMap { stream -> String? in
             if case .room(let room) = stream { return room }
             return nil

@@ -54,7 +54,7 @@ final class SocketSession: ConnectionSink {
     private(set) var closing = false
     private var ended = false
     /// Why the session ends (metrics and the disconnect log line).
-    private var closeReason: String?
+    private var closeReason: ConnectionEnd?
     /// The close code the session ended with, once it is closing.
     private(set) var closeCode: UInt16?
 
@@ -114,7 +114,7 @@ final class SocketSession: ConnectionSink {
             return
         }
         guard let transport, ObjectIdentifier(transport) == id else { return }
-        end(reason: "closed")
+        end()
     }
 
     /// The transport identified by `id` broke a rule or its peer closed: a probe is dropped,
@@ -314,7 +314,7 @@ final class SocketSession: ConnectionSink {
     private func closeTransport(code: UInt16, reason: String) {
         guard !closing else { return }
         closing = true
-        closeReason = Self.reason(for: code)
+        closeReason = ConnectionEnd(closeCode: code)
         closeCode = code
         timer?.cancel()
         timer = nil
@@ -338,7 +338,7 @@ final class SocketSession: ConnectionSink {
         // Already closing (its transport failed, the channel not closed yet): end it now, with
         // the reason it is closing for, which decides whether the session is kept.
         if !closing { close(code: CloseCode.replaced, reason: "replaced by a reconnect") }
-        end(reason: "replaced")
+        end()
         return true
     }
 
@@ -346,7 +346,7 @@ final class SocketSession: ConnectionSink {
     /// the Engine.IO session stays, and a new CONNECT registers it again under a new id.
     private func leave() {
         guard let user = registeredUser, let shard else { return }
-        hub.metrics.disconnect(reason: "client")
+        hub.metrics.disconnect(.clientClosed)
         if let pid { hub.untrack(pid: pid, connection: connectionID) }
         hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
         relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "client"])
@@ -361,44 +361,27 @@ final class SocketSession: ConnectionSink {
     }
 
     /// Leaves the hub (rooms, presence, typing, live shares) once the transport is gone.
-    private func end(reason: String) {
+    private func end() {
         guard !ended else { return }
         ended = true
         closing = true
         timer?.cancel()
         timer = nil
-        _ = session.close(code: CloseCode.normal, reason: reason)
+        let why = closeReason ?? .transportClosed
+        _ = session.close(code: CloseCode.normal, reason: why.metricLabel)
         transport = nil
         probe?.close(code: CloseCode.goingAway, reason: "session closed")
         probe = nil
-        let why = closeReason ?? "closed"
-        hub.metrics.disconnect(reason: why)
+        hub.metrics.disconnect(why)
         holding = nil
         if let user = registeredUser, let shard {
-            keepForRecovery(user: user, reason: why)
+            keepForRecovery(user: user, end: why)
             if let pid { hub.untrack(pid: pid, connection: connectionID) }
             hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
-            relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why)"])
+            relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why.metricLabel)"])
         }
         onAuthenticated = nil
         onEnd?()
         onEnd = nil
-    }
-
-    static func reason(for code: UInt16) -> String {
-        switch code {
-        case CloseCode.normal: return "client"
-        case CloseCode.goingAway: return "shutdown"
-        case CloseCode.pingTimeout: return "ping_timeout"
-        case CloseCode.connectTimeout: return "connect_timeout"
-        case CloseCode.authenticationFailed: return "auth_failed"
-        case CloseCode.kicked: return "kicked"
-        case CloseCode.tokenExpired: return "token_expired"
-        case CloseCode.policyViolation: return "policy_violation"
-        case CloseCode.slowConsumer: return "slow_consumer"
-        case CloseCode.replaced: return "replaced"
-        case CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayloadData, CloseCode.messageTooBig: return "protocol_error"
-        default: return "closed"
-        }
     }
 }
