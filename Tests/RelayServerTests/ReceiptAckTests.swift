@@ -1,5 +1,6 @@
 import NIOCore
 import NIOEmbedded
+import NIOWebSocket
 import RelayCore
 import XCTest
 
@@ -66,5 +67,24 @@ final class ReceiptAckTests: XCTestCase {
         try bob.send("428[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"\"}]")
         XCTAssertEqual(h.store.pending.count, 0)
         XCTAssertTrue(try bob.texts()[0].hasPrefix("438[{\"ok\":false,\"error\":{\"code\":\"invalid_payload\""))
+    }
+
+    func delivered(_ s: Session, ack: Int, message: String) throws {
+        try s.send("42\(ack)[\"message:delivered\",{\"room\":\"conversation:1\",\"messageId\":\"\(message)\",\"authorId\":\"alice\"}]")
+    }
+
+    /// Acks of receipts committed together are written at once and flushed once, after the
+    /// tasks already queued on the loop.
+    func testAcksOfOneCommitLeaveInOneFlush() throws {
+        let h = Harness()
+        let bob = try h.session()
+        try bob.connect("bob")
+        try join(bob)
+        try delivered(bob, ack: 1, message: "m1")
+        try delivered(bob, ack: 2, message: "m2")
+        h.store.commitNext(id: 1)
+        h.store.commitNext(id: 2)
+        XCTAssertNil(try bob.channel.readOutbound(as: WebSocketFrame.self), "written, not flushed yet")
+        XCTAssertEqual(try bob.texts(), ["431[{\"ok\":true,\"id\":1}]", "432[{\"ok\":true,\"id\":2}]"])
     }
 }

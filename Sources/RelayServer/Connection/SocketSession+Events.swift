@@ -68,17 +68,12 @@ extension SocketSession {
     /// Runs one typed client event; every event with an ack id gets exactly one ack.
     func handle(_ event: ClientEvent, ackID: Int64?, user: AuthenticatedUser) {
         do throws(RelayError) {
-            if let reply = try execute(event, ackID: ackID, user: user), let ackID {
-                perform(session.ack(ackID, payload: reply))
+            if let payload = try execute(event, ackID: ackID, user: user), let ackID {
+                reply(.ack(id: ackID, payload: payload))
             }
         } catch {
-            fail(error, event: event.name, ackID: ackID)
+            reply(.failure(error, event: event.name, ackID: ackID))
         }
-    }
-
-    /// An error reply through the session (which budgets them).
-    func fail(_ error: RelayError, event: String?, ackID: Int64?) {
-        perform(session.fail(error, event: event, ackID: ackID, now: hub.clock.monotonicMs()))
     }
 
     /// Returns the ack payload, or `nil` when the ack is sent later (or not wanted).
@@ -164,8 +159,8 @@ extension SocketSession {
         reply.whenComplete { result in
             let h = handler.value
             switch result {
-            case .success(let payload): h.perform(h.session.ack(ackID, payload: payload))
-            case .failure: h.fail(RelayError(.internalError), event: event, ackID: ackID)
+            case .success(let payload): h.reply(.ack(id: ackID, payload: payload))
+            case .failure: h.reply(.failure(RelayError(.internalError), event: event, ackID: ackID))
             }
         }
     }

@@ -48,17 +48,14 @@ extension SocketSession {
             handler.pendingReceipts -= receipts.count
             switch result {
             case .success(let recorded):
-                if let ackID, !handler.closing {
+                if let ackID {
                     let ids = recorded.map { JSONValue.object([("messageId", .string($0.receipt.messageID)), ("id", .int($0.receipt.id))]) }
-                    for case .send(let bytes) in handler.session.ack(ackID, payload: .object([("ok", true), ("items", .array(ids))])) {
-                        handler.sendText(bytes)
-                    }
-                    handler.flushSoon()
+                    handler.reply(.ack(id: ackID, payload: .object([("ok", true), ("items", .array(ids))])), flush: .soon)
                 }
                 let new = recorded.filter(\.isNew).map(\.receipt)
                 if !new.isEmpty { handler.hub.publishReceipts(new, room: room, kind: kind, from: user.userID, excludeConnection: handler.connectionID) }
             case .failure:
-                handler.fail(RelayError(.storeUnavailable), event: kind.eventName, ackID: ackID)
+                handler.reply(.failure(RelayError(.storeUnavailable), event: kind.eventName, ackID: ackID))
             }
         }
     }
@@ -79,9 +76,9 @@ extension SocketSession {
                 let payload = JSONValue.object([
                     ("ok", true), ("receipts", .array(visible.map(\.json))), ("next", .int(next)), ("more", .bool(receipts.count == limit)),
                 ])
-                handler.perform(handler.session.ack(ackID, payload: payload))
+                handler.reply(.ack(id: ackID, payload: payload))
             case .failure:
-                handler.fail(RelayError(.storeUnavailable), event: "receipt:sync", ackID: ackID)
+                handler.reply(.failure(RelayError(.storeUnavailable), event: "receipt:sync", ackID: ackID))
             }
         }
     }
@@ -91,19 +88,14 @@ extension SocketSession {
         pendingReceipts -= 1
         switch result {
         case .success(let recorded):
-            if let ackID, !closing {
-                // Acks completed together (one committed batch) leave in one write.
-                for case .send(let bytes) in session.ack(ackID, payload: .object([("ok", true), ("id", .int(recorded.receipt.id))])) {
-                    sendText(bytes)
-                }
-                flushSoon()
-            }
+            // Acks completed together (one committed batch) leave in one write.
+            if let ackID { reply(.ack(id: ackID, payload: .object([("ok", true), ("id", .int(recorded.receipt.id))])), flush: .soon) }
             // Forwarded once, when first stored; a repeat only gets its ack.
             if recorded.isNew {
                 hub.publishReceipt(recorded.receipt, excludeConnection: connectionID)
             }
         case .failure:
-            fail(RelayError(.storeUnavailable), event: event, ackID: ackID)
+            reply(.failure(RelayError(.storeUnavailable), event: event, ackID: ackID))
         }
     }
 }

@@ -274,7 +274,7 @@ extension SocketSession {
             let me = handler.value
             guard case .success(.success(let page)) = result else {
                 me.hub.metrics.roomSyncs["history_unavailable"]?.increment()
-                me.fail(RelayError(.historyUnavailable), event: "room:sync", ackID: ackID)
+                me.reply(.failure(RelayError(.historyUnavailable), event: "room:sync", ackID: ackID))
                 return
             }
             me.hub.metrics.roomSyncs["ok"]?.increment()
@@ -294,22 +294,8 @@ extension SocketSession {
             let payload = JSONValue.object([
                 ("ok", true), ("room", .string(room)), ("events", .array(events)), ("offset", .string(last.description)), ("more", .bool(page.more)),
             ])
-            if attachments.isEmpty {
-                me.perform(me.session.ack(ackID, payload: payload))
-            } else {
-                me.sendBinaryAck(BinaryPacket.ack(id: ackID, payload: payload, attachments: attachments))
-            }
+            me.reply(attachments.isEmpty ? .ack(id: ackID, payload: payload) : .binaryAck(id: ackID, payload: payload, attachments: attachments))
         }
-    }
-
-    /// A binary ack (`46`): its header, then each attachment.
-    private func sendBinaryAck(_ packet: BinaryPacket) {
-        let encoded = packet.encoded()
-        var message = OutboundMessage(bytes: ByteBuffer(bytes: encoded.header))
-        message.attachments = encoded.attachments.map { ByteBuffer(bytes: $0) }
-        guard !closing else { return }
-        transport?.send(message)
-        flushOutbound()
     }
 
     /// `["name", payload…]` of a stored `42[…]` or `45<n>-[…]` packet.

@@ -26,7 +26,7 @@ extension SocketSession {
         }
         if let refused {
             hub.metrics.tokenRefreshes["refused"]?.increment()
-            fail(refused, event: "auth:refresh", ackID: ackID)
+            reply(.failure(refused, event: "auth:refresh", ackID: ackID))
             return
         }
         guard case .success(let user) = result else { return }
@@ -41,7 +41,8 @@ extension SocketSession {
         registeredUser = user
         session.tokenRefreshed(user, now: hub.clock.monotonicMs(), wallMs: hub.clock.wallMs())
         hub.metrics.tokenRefreshes["ok"]?.increment()
-        let reply = JSONValue.object([("ok", true), ("exp", .int(user.expiresAt)), ("left", .array(left.map { .string($0) }))])
-        if let ackID { perform(session.ack(ackID, payload: reply)) } else { perform([]) }
+        let payload = JSONValue.object([("ok", true), ("exp", .int(user.expiresAt)), ("left", .array(left.map { .string($0) }))])
+        // Without an ack, only the timer follows the new expiry.
+        if let ackID { reply(.ack(id: ackID, payload: payload)) } else { perform([]) }
     }
 }

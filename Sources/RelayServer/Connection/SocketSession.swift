@@ -144,11 +144,23 @@ final class SocketSession: ConnectionSink {
 
     // MARK: Session actions
 
+    /// When a reply's bytes are flushed.
+    enum Flush {
+        case now
+        /// After the tasks already queued on this loop: replies completed together (a committed
+        /// receipt batch) leave in one write instead of one syscall each.
+        case soon
+    }
+
     /// Carries out the session's actions in order, then flushes and re-arms the timer.
-    func perform(_ actions: [EngineSession.Action]) {
+    func perform(_ actions: [EngineSession.Action], flush: Flush = .now) {
         for action in actions {
             switch action {
             case .send(let bytes): sendText(bytes)
+            case .sendBinary(let header, let attachments):
+                var message = OutboundMessage(bytes: buffer(header))
+                message.attachments = attachments.map { ByteBuffer(bytes: $0) }
+                send(message)
             case .sendProbe(let bytes):
                 probe?.send(OutboundMessage(bytes: buffer(bytes)))
                 probe?.flush()
@@ -166,8 +178,17 @@ final class SocketSession: ConnectionSink {
             case .rateLimited(let rateClass): hub.metrics.rateLimit(rateClass)
             }
         }
-        flushOutbound()
+        switch flush {
+        case .now: flushOutbound()
+        case .soon: if !actions.isEmpty { flushSoon() }
+        }
         armTimer()
+    }
+
+    /// Every reply of this socket's own — an ack, an error reply, a binary ack — however late it
+    /// comes: through the session (nothing once closed; error replies spend their budget).
+    func reply(_ reply: EngineSession.Reply, flush: Flush = .now) {
+        perform(session.reply(reply, now: hub.clock.monotonicMs()), flush: flush)
     }
 
     /// The probed WebSocket becomes the transport; what polling still holds goes first.
@@ -223,9 +244,14 @@ final class SocketSession: ConnectionSink {
 
     /// Writes an Engine.IO text packet of this socket's own (an answer, an ack, a ping): never
     /// held back behind hub deliveries.
-    func sendText(_ bytes: [UInt8]) {
+    private func sendText(_ bytes: [UInt8]) {
+        send(OutboundMessage(bytes: buffer(bytes)))
+    }
+
+    /// Writes a packet of this socket's own.
+    private func send(_ message: OutboundMessage) {
         guard !closing else { return }
-        transport?.send(OutboundMessage(bytes: buffer(bytes)))
+        transport?.send(message)
     }
 
     /// A hub delivery: held while CONNECT is set up, else written (with its offset for a socket
@@ -283,9 +309,8 @@ final class SocketSession: ConnectionSink {
         transport?.prefetchChannel()
     }
 
-    /// Flushes once after the tasks already queued on this loop: acks completed together (a
-    /// committed receipt batch) leave in one write instead of one syscall each.
-    func flushSoon() {
+    /// Flushes once after the tasks already queued on this loop (`Flush.soon`).
+    private func flushSoon() {
         guard !flushScheduled else { return }
         flushScheduled = true
         eventLoop.assumeIsolated().execute { [self] in
