@@ -203,6 +203,8 @@ private struct PollingHarness {
                 break
             case .sendProbe, .releasePoll, .upgraded, .abortProbe:
                 fail("probe action without a probe: \(actions)")
+            case .sendBinary:
+                fail("a binary reply nobody asked for: \(actions)")
             }
         }
         if session.isClosed && closes == 0 { fail("closed without a close action: \(actions)") }

@@ -8,7 +8,8 @@
 //   0x80–0x9F  time advances by (byte & 0x1F) × 97 ms, then `tick`
 //   0xA0–0xAF  the pending authentication finishes: success (even) or failure (odd)
 //   0xB0–0xB7  a probe WebSocket opens (`probeOpened`); 0xB8–0xBF it closes (`probeClosed`)
-//   0xC0–0xFF  the server side: an ack, an error reply, `goAway`, or `close`
+//   0xC0–0xFF  the server side (`reply`): an ack, a binary ack, an error reply; `goAway`, or
+//              `close`
 // The session starts on polling or WebSocket by the first byte.
 //
 // Checks, after every step:
@@ -17,7 +18,8 @@
 //   returns no action and `nextDeadline` is nil.
 // - `.handle` only while connected, with the connected user; `.authenticate` never while one is
 //   pending, and again only after a `.leave` (a `41`) or never; `.leave` only while connected.
-// - Every `.send` is a non-empty Engine.IO packet whose first byte is a packet type 0–6.
+// - Every `.send` (and a binary reply's header) is a non-empty Engine.IO packet whose first
+//   byte is a packet type 0–6.
 // - `nextDeadline`, when set, is never in the past after a `tick` at that time.
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -49,7 +51,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             case .close:
                 closes += 1
                 if closes > 1 { fatalError("a second close: \(actions)") }
-            case .send(let packet), .sendProbe(let packet):
+            case .send(let packet), .sendProbe(let packet), .sendBinary(let packet, _):
                 guard let type = packet.first, (UInt8(ascii: "0")...UInt8(ascii: "6")).contains(type) else {
                     fatalError("not an Engine.IO packet: \(packet)")
                 }
@@ -107,10 +109,13 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             check(session.probeOpened(now: now).filter { if case .abortProbe = $0 { return false } else { return true } }, wasClosed: wasClosed)
         case 0xB8...0xBF:
             session.probeClosed()
-        case 0xC0...0xCF:
-            check(session.ack(Int64(control & 0x0F), payload: .object([("ok", true)])), wasClosed: wasClosed)
+        case 0xC0...0xC7:
+            check(session.reply(.ack(id: Int64(control & 0x07), payload: .object([("ok", true)])), now: now), wasClosed: wasClosed)
+        case 0xC8...0xCF:
+            let reply = EngineSession.Reply.binaryAck(id: Int64(control & 0x07), payload: .object([("b", BinaryPlaceholder.json(0))]), attachments: [[control]])
+            check(session.reply(reply, now: now), wasClosed: wasClosed)
         case 0xD0...0xDF:
-            check(session.fail(RelayError(.invalidPayload), event: "x:y", ackID: Int64(control & 0x0F), now: now), wasClosed: wasClosed)
+            check(session.reply(.failure(RelayError(.invalidPayload), event: "x:y", ackID: Int64(control & 0x0F)), now: now), wasClosed: wasClosed)
         case 0xE0...0xEF:
             check(session.goAway(), wasClosed: wasClosed)
         default:

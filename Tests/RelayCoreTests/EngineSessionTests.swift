@@ -222,6 +222,21 @@ final class EngineSessionTests: XCTestCase {
         let mixed = receive(&t, "42[\"typing:start\",{\"room\":\"conversation:1\"}]")
         XCTAssertEqual(mixed, [.close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")])
     }
+
+    func testEveryReplyGoesThroughTheSession() {
+        var s = connected()
+        XCTAssertEqual(texts(s.reply(.ack(id: 3, payload: .object([("ok", true)])), now: 0)), ["433[{\"ok\":true}]"])
+        let binary = s.reply(.binaryAck(id: 4, payload: .object([("ok", true), ("b", BinaryPlaceholder.json(0))]), attachments: [[1, 2]]), now: 0)
+        guard case .sendBinary(let header, let attachments)? = binary.first, binary.count == 1 else { return XCTFail("\(binary)") }
+        XCTAssertTrue(String(decoding: header, as: UTF8.self).hasPrefix("461-4[{\"ok\":true"), String(decoding: header, as: UTF8.self))
+        XCTAssertEqual(attachments, [[1, 2]])
+        let failure = texts(s.reply(.failure(RelayError(.notInRoom), event: "typing:start", ackID: 5), now: 0))
+        XCTAssertTrue(failure.first?.hasPrefix("435[{\"ok\":false,\"error\":{\"code\":\"not_in_room\"") == true, "\(failure)")
+        _ = s.close(code: CloseCode.kicked, reason: "kicked")
+        XCTAssertEqual(s.reply(.ack(id: 6, payload: .object([("ok", true)])), now: 0), [], "nothing once closed")
+        XCTAssertEqual(s.reply(.binaryAck(id: 7, payload: .object([]), attachments: [[1]]), now: 0), [])
+        XCTAssertEqual(s.reply(.failure(RelayError(.notInRoom), event: nil, ackID: 8), now: 0), [])
+    }
 }
 
 final class EngineSessionConnectRequestTests: XCTestCase {

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOEmbedded
+import NIOWebSocket
 import RelayCore
 import XCTest
 
@@ -66,5 +67,50 @@ final class ReceiptAckTests: XCTestCase {
         try bob.send("428[\"message:read\",{\"room\":\"conversation:1\",\"messageId\":\"\"}]")
         XCTAssertEqual(h.store.pending.count, 0)
         XCTAssertTrue(try bob.texts()[0].hasPrefix("438[{\"ok\":false,\"error\":{\"code\":\"invalid_payload\""))
+    }
+
+    func delivered(_ s: Session, ack: Int, message: String) throws {
+        try s.send("42\(ack)[\"message:delivered\",{\"room\":\"conversation:1\",\"messageId\":\"\(message)\",\"authorId\":\"alice\"}]")
+    }
+
+    /// Acks of receipts committed together are written at once and flushed once, after the
+    /// tasks already queued on the loop.
+    func testAcksOfOneCommitLeaveInOneFlush() throws {
+        let h = Harness()
+        let bob = try h.session()
+        try bob.connect("bob")
+        try join(bob)
+        try delivered(bob, ack: 1, message: "m1")
+        try delivered(bob, ack: 2, message: "m2")
+        h.store.commitNext(id: 1)
+        h.store.commitNext(id: 2)
+        XCTAssertNil(try bob.channel.readOutbound(as: WebSocketFrame.self), "written, not flushed yet")
+        XCTAssertEqual(try bob.texts(), ["431[{\"ok\":true,\"id\":1}]", "432[{\"ok\":true,\"id\":2}]"])
+    }
+
+    /// The bound counts a receipt until its commit or its failure; an ack that completes after
+    /// the socket closed is not sent.
+    func testTheBoundCountsUntilTheStoreAnswersAndNoAckFollowsAClose() throws {
+        let h = Harness { $0.maxPendingReceiptsPerConnection = 1 }
+        let bob = try h.session()
+        try bob.connect("bob")
+        try join(bob)
+        let socket = try XCTUnwrap(bob.channel.pipeline.syncOperations.handler(type: WebSocketTransport.self).session)
+        try delivered(bob, ack: 1, message: "m1")
+        XCTAssertEqual(socket.receipts.pending, 1)
+        try delivered(bob, ack: 2, message: "m2")
+        h.store.failNext()
+        XCTAssertEqual(socket.receipts.pending, 0)
+        let texts = try bob.texts()
+        XCTAssertEqual(texts.count, 2, "\(texts)")
+        XCTAssertTrue(texts[0].hasPrefix("432[{\"ok\":false,\"error\":{\"code\":\"rate_limited\""), texts[0])
+        XCTAssertTrue(texts[1].hasPrefix("431[{\"ok\":false,\"error\":{\"code\":\"store_unavailable\""), texts[1])
+        try delivered(bob, ack: 3, message: "m3")
+        XCTAssertEqual(socket.receipts.pending, 1, "a failure freed its place")
+        socket.close(code: CloseCode.kicked, reason: "kicked")
+        XCTAssertEqual(try bob.closeCode(), CloseCode.kicked)
+        h.store.commitNext(id: 3)
+        XCTAssertEqual(socket.receipts.pending, 0)
+        XCTAssertEqual(try bob.texts(), [], "closed: no ack")
     }
 }

@@ -196,6 +196,30 @@ final class RecoveryTests: XCTestCase {
         XCTAssertEqual(try connect(try h.session(), "{\"token\":\"alice\",\"pid\":\"\(try XCTUnwrap(dropped["pid"]?.stringValue))\"}")["recovered"], false)
     }
 
+    /// Why a socket ended decides whether its session is kept: a kick ends it for good; a
+    /// reconnect that takes over a live connection (4009) gets it back.
+    func testAKickEndsTheSessionATakeoverKeepsIt() throws {
+        let h = Harness { $0.recoveryTakeoverAfterMs = 1_000 }
+        let alice = try h.session()
+        let kicked = try connect(alice, "{\"token\":\"alice\",\"recover\":true,\"rooms\":[\"conversation:1\"]}")
+        let socket = try XCTUnwrap(alice.channel.pipeline.syncOperations.handler(type: WebSocketTransport.self).session)
+        socket.close(code: CloseCode.kicked, reason: "kicked")
+        XCTAssertEqual(try alice.closeCode(), CloseCode.kicked)
+        try drop(alice)
+        XCTAssertEqual(h.relay.hub.metrics.counterValue("relay_disconnects_total", [("reason", "kicked")]), 1)
+        let after = try connect(try h.session(), "{\"token\":\"alice\",\"pid\":\"\(try XCTUnwrap(kicked["pid"]?.stringValue))\"}")
+        XCTAssertEqual(after["recovered"], false)
+
+        let phone = try h.session()
+        let live = try connect(phone, "{\"token\":\"alice\",\"recover\":true,\"rooms\":[\"conversation:1\"]}")
+        h.advance(ms: 1_000)
+        let back = try connect(try h.session(), "{\"token\":\"alice\",\"pid\":\"\(try XCTUnwrap(live["pid"]?.stringValue))\"}")
+        XCTAssertEqual(back["recovered"], true)
+        XCTAssertEqual(back["sid"], live["sid"])
+        XCTAssertEqual(try phone.closeCode(), CloseCode.replaced)
+        XCTAssertEqual(h.relay.hub.metrics.counterValue("relay_disconnects_total", [("reason", "replaced")]), 1)
+    }
+
     func testRoomsInConnectAreJoinedBeforeTheAnswer() throws {
         let h = Harness()
         let bob = try h.session()

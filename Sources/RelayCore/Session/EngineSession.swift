@@ -24,6 +24,9 @@ public struct EngineSession: Sendable {
     public enum Action: Sendable, Equatable {
         /// Write one Engine.IO packet (text) on the session's current transport.
         case send([UInt8])
+        /// Write a binary packet on the session's current transport: its header (`46<n>-…`, text),
+        /// then each attachment as one binary message.
+        case sendBinary(header: [UInt8], attachments: [[UInt8]])
         /// Write one Engine.IO packet on the WebSocket being probed for an upgrade.
         case sendProbe([UInt8])
         /// Answer a pending long-poll with `noop` now (an upgrade is under way).
@@ -602,6 +605,31 @@ public struct EngineSession: Sendable {
     }
 
     // MARK: Replies
+
+    /// A reply of the server's own to this socket, whichever event it answers and however late.
+    public enum Reply: Sendable, Equatable {
+        /// The ack of event `id`.
+        case ack(id: Int64, payload: JSONValue)
+        /// The ack of event `id` with binary attachments (`46`: a `room:sync` page of binary
+        /// events); placeholders in `payload` number `attachments`.
+        case binaryAck(id: Int64, payload: JSONValue, attachments: [[UInt8]])
+        /// An error reply (`fail(_:event:ackID:now:)`).
+        case failure(RelayError, event: String?, ackID: Int64?)
+    }
+
+    /// The actions for `reply`: nothing once closed; error replies spend their budget.
+    public mutating func reply(_ reply: Reply, now: Int64) -> [Action] {
+        switch reply {
+        case .ack(let id, let payload):
+            return ack(id, payload: payload)
+        case .binaryAck(let id, let payload, let attachments):
+            guard phase != .closed else { return [] }
+            let encoded = BinaryPacket.ack(id: id, payload: payload, attachments: attachments).encoded()
+            return [.sendBinary(header: encoded.header, attachments: encoded.attachments)]
+        case .failure(let error, let event, let ackID):
+            return fail(error, event: event, ackID: ackID, now: now)
+        }
+    }
 
     /// The ack of event `id`.
     public func ack(_ id: Int64, payload: JSONValue) -> [Action] {

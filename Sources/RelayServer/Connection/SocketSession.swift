@@ -2,73 +2,79 @@ import Logging
 import NIOCore
 import RelayCore
 
-/// One client socket as the hub sees it, whatever carries it: drives an `EngineSession`
-/// (RelayCore) — feeds it packets and time, carries out its actions — and executes its typed
-/// client events against the `Hub` (`SocketSession+Events`, `+Receipts`).
+/// One client socket as the hub sees it, whatever carries it: a thin driver of its
+/// `EngineSession` (RelayCore) — feeds it packets and time, carries out its actions — with the
+/// transport and probe it writes to and one timer. What the actions ask for is done by types of
+/// their own: CONNECT and recovery (`ConnectSetup`, its state in `connectState`), client events
+/// (`ClientEventExecutor`), receipts (`SocketReceipts`). Every reply of the socket's own goes
+/// through `reply`.
 ///
 /// It lives on one event loop, its *home*: the loop of the WebSocket that opened it, or of the
 /// long-polling handshake. Every method is called there. The transport (`SessionTransport`)
 /// is a WebSocket or the polling buffer, and changes once when a polling session upgrades.
 final class SocketSession: ConnectionSink {
+    /// How far the session is in ending.
+    private enum Lifecycle {
+        case open
+        /// Its transport is being closed with `code`; it ends when the transport reports back.
+        case closing(code: UInt16)
+        /// It left the hub; `code`: the close code it ended with, `nil` when the transport just
+        /// went away.
+        case ended(code: UInt16?)
+    }
+
+    /// When a reply's bytes are flushed.
+    enum Flush {
+        case now
+        /// After the tasks already queued on this loop: replies completed together (a committed
+        /// receipt batch) leave in one write instead of one syscall each.
+        case soon
+    }
+
     /// The hub's name for the socket; a new one each time the client CONNECTs again on the same
     /// Engine.IO session (after a `41`).
     private(set) var connectionID: ConnectionID
     let relay: RelayContext
     let handshake: HandshakeInfo
-    let eventLoop: any EventLoop
-    let shard: LoopShard?
+    let shard: LoopShard
     var session: EngineSession
-    /// The current transport; `nil` once the session ended.
-    var transport: (any SessionTransport)? {
-        didSet { transportAddress = transport.map { Prefetch.address(of: $0) } }
-    }
-    /// The transport's address, for a fan-out to prefetch it without touching it.
-    private var transportAddress: UnsafeRawPointer?
-    /// The WebSocket being probed to replace the polling transport.
-    var probe: (any SessionTransport)?
-    /// The user this connection registered with the hub as (set once CONNECT succeeded).
-    var registeredUser: AuthenticatedUser?
-    /// Receipts of this connection waiting for their commit.
-    var pendingReceipts = 0
-    /// This socket takes offsets (opted in to recovery): recoverable events reach it with their
-    /// offset as the last argument, and `recoveryLog` tracks where it stands.
-    var takesOffsets = false
-    /// The private session id (only for sockets that take offsets).
-    var pid: String?
-    /// When the CONNECT with a pid was answered (monotonic ms): the age a takeover needs.
-    var connectedAtMs: Int64?
-    var recoveryLog = RecoveryLog()
-    /// While CONNECT is being set up (rooms joined, missed events read), hub deliveries wait here
-    /// so that the CONNECT answer and the missed events go first. The same bounds as every
-    /// outbound queue (bytes and messages): a socket whose CONNECT waits on a slow Redis while
-    /// its rooms are busy is closed 4008, not left to grow. Nothing is coalesced here: what is
-    /// held is replayed in order against the recovered offsets.
-    var holding: OutboundQueue<OutboundMessage>?
+    private var transports = SessionTransports()
+    private var timer = SessionTimer()
+    /// Registration, the CONNECT's setup and the recovery bookkeeping (`ConnectSetup`).
+    var connectState = ConnectState<OutboundMessage>()
+    /// Made for the first receipt: most sockets never send one.
+    private(set) lazy var receipts = SocketReceipts()
     /// Called once when the session ended (the polling registry forgets it).
     var onEnd: (() -> Void)?
     /// Called once when CONNECT succeeded (polling requests may then be larger).
     var onAuthenticated: (() -> Void)?
-    private var timer: Scheduled<Void>?
-    private var timerDeadline: Int64?
-    private var flushScheduled = false
-    private(set) var closing = false
-    private var ended = false
-    /// Why the session ends (metrics and the disconnect log line).
-    private var closeReason: String?
-    /// The close code the session ended with, once it is closing.
-    private(set) var closeCode: UInt16?
+    private var lifecycle = Lifecycle.open
 
+    var eventLoop: any EventLoop { shard.eventLoop }
     var configuration: RelayConfiguration { relay.configuration }
     var hub: Hub { relay.hub }
     /// The Socket.IO socket id (admin API, logs).
     var sid: String { session.socketSID }
-    var isClosing: Bool { closing }
-    private let allocator = ByteBufferAllocator()
+    var isClosing: Bool {
+        if case .open = lifecycle { return false }
+        return true
+    }
+    private var ended: Bool {
+        if case .ended = lifecycle { return true }
+        return false
+    }
+    /// The close code the session ended with, once it is closing.
+    var closeCode: UInt16? {
+        switch lifecycle {
+        case .open: return nil
+        case .closing(let code): return code
+        case .ended(let code): return code
+        }
+    }
 
     init(relay: RelayContext, handshake: HandshakeInfo, transport: EngineSession.Transport, eventLoop: any EventLoop) {
         self.relay = relay
         self.handshake = handshake
-        self.eventLoop = eventLoop
         self.connectionID = relay.makeConnectionID()
         self.shard = relay.hub.shard(for: eventLoop)
         self.session = EngineSession(
@@ -81,7 +87,7 @@ final class SocketSession: ConnectionSink {
 
     /// Opens the session on `transport`: the open packet, the timers.
     func start(on transport: any SessionTransport) {
-        self.transport = transport
+        transports.current = transport
         perform(session.start(now: hub.clock.monotonicMs()))
     }
 
@@ -107,35 +113,34 @@ final class SocketSession: ConnectionSink {
 
     /// The transport identified by `id` is gone (the socket closed, the poller was told to go).
     func transportClosed(_ id: ObjectIdentifier) {
-        if let probe, ObjectIdentifier(probe) == id {
-            self.probe = nil
+        if transports.isProbe(id) {
+            transports.probe = nil
             session.probeClosed()
-            (transport as? PollingTransport)?.probeEnded()
+            transports.polling?.probeEnded()
             return
         }
-        guard let transport, ObjectIdentifier(transport) == id else { return }
-        end(reason: "closed")
+        guard transports.isCurrent(id) else { return }
+        end()
     }
 
     /// The transport identified by `id` broke a rule or its peer closed: a probe is dropped,
     /// the session's own transport ends the session with `code`.
     func transportFailed(_ id: ObjectIdentifier, code: UInt16, reason: String) {
-        if let probe, ObjectIdentifier(probe) == id {
-            self.probe = nil
+        if transports.isProbe(id), let probe = transports.takeProbe() {
             session.probeClosed()
-            (transport as? PollingTransport)?.probeEnded()
+            transports.polling?.probeEnded()
             probe.close(code: code, reason: reason)
             return
         }
-        guard let transport, ObjectIdentifier(transport) == id else { return }
+        guard transports.isCurrent(id) else { return }
         close(code: code, reason: reason)
     }
 
     /// A WebSocket opened for this polling session (`sid` in its URL).
     func probeOpened(_ websocket: any SessionTransport) {
         let actions = session.probeOpened(now: hub.clock.monotonicMs())
-        if actions.isEmpty && !closing {
-            probe = websocket
+        if actions.isEmpty && !isClosing {
+            transports.probe = websocket
             armTimer()
         } else {
             websocket.close(code: CloseCode.protocolError, reason: "no upgrade possible")
@@ -145,115 +150,121 @@ final class SocketSession: ConnectionSink {
     // MARK: Session actions
 
     /// Carries out the session's actions in order, then flushes and re-arms the timer.
-    func perform(_ actions: [EngineSession.Action]) {
+    func perform(_ actions: [EngineSession.Action], flush: Flush = .now) {
         for action in actions {
             switch action {
-            case .send(let bytes): sendText(bytes)
+            case .send(let bytes): send(OutboundMessage(bytes: ByteBuffer(bytes: bytes)))
+            case .sendBinary(let header, let attachments):
+                var message = OutboundMessage(bytes: ByteBuffer(bytes: header))
+                message.attachments = attachments.map { ByteBuffer(bytes: $0) }
+                send(message)
             case .sendProbe(let bytes):
-                probe?.send(OutboundMessage(bytes: buffer(bytes)))
+                let probe = transports.probe
+                probe?.send(OutboundMessage(bytes: ByteBuffer(bytes: bytes)))
                 probe?.flush()
-            case .releasePoll: (transport as? PollingTransport)?.releasePendingPoll()
+            case .releasePoll: transports.polling?.releasePendingPoll()
             case .upgraded: upgrade()
             case .abortProbe(let reason):
+                let probe = transports.probe
                 probe?.close(code: CloseCode.protocolError, reason: reason)
-                probe = nil
-                (transport as? PollingTransport)?.probeEnded()
-            case .authenticate(let request): authenticate(request)
+                transports.probe = nil
+                transports.polling?.probeEnded()
+            case .authenticate(let request): ConnectSetup(socket: self).authenticate(request)
             case .leave: leave()
-            case .handle(let event, let ackID, let user): handle(event, ackID: ackID, user: user)
+            case .handle(let event, let ackID, let user): ClientEventExecutor(socket: self, user: user).run(event, ackID: ackID)
             case .close(let code, let reason): closeTransport(code: code, reason: reason)
             case .received(let name): hub.metrics.eventIn(name)
             case .rateLimited(let rateClass): hub.metrics.rateLimit(rateClass)
             }
         }
-        flushOutbound()
+        switch flush {
+        case .now:
+            flushOutbound()
+        case .soon:
+            guard !actions.isEmpty, !transports.flushScheduled else { break }
+            transports.flushScheduled = true
+            eventLoop.assumeIsolated().execute { [self] in
+                self.transports.flushScheduled = false
+                self.flushOutbound()
+            }
+        }
         armTimer()
+    }
+
+    /// Every reply of this socket's own — an ack, an error reply, a binary ack — however late it
+    /// comes: through the session (nothing once closed; error replies spend their budget).
+    func reply(_ reply: EngineSession.Reply, flush: Flush = .now) {
+        perform(session.reply(reply, now: hub.clock.monotonicMs()), flush: flush)
     }
 
     /// The probed WebSocket becomes the transport; what polling still holds goes first.
     private func upgrade() {
-        guard let websocket = probe else { return }
-        probe = nil
-        let old = transport
-        transport = websocket
+        guard let websocket = transports.takeProbe() else { return }
+        let old = transports.current
+        transports.current = websocket
         if let polling = old as? PollingTransport {
             for message in polling.takeUnsent() { websocket.send(message) }
             polling.closeForUpgrade()
         }
-        if registeredUser != nil { websocket.authenticated() }
+        if connectState.user != nil { websocket.authenticated() }
         websocket.flush()
     }
 
     /// One timer for the session's next deadline (heartbeat, pong, CONNECT, upgrade).
     private func armTimer() {
-        guard !closing else { return }
-        guard let deadline = session.nextDeadline else {
-            timer?.cancel()
-            timer = nil
-            timerDeadline = nil
-            return
-        }
-        if deadline == timerDeadline { return }
-        timer?.cancel()
-        timerDeadline = deadline
-        let delay = max(0, deadline - hub.clock.monotonicMs())
+        guard !isClosing else { return }
         // A strong capture: `end` cancels the timer, which releases it. (A weak one would give
         // every session a side table and make each retain on the delivery path a slow one.)
-        timer = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) { [self] in
+        timer.set(for: session.nextDeadline, now: hub.clock.monotonicMs(), on: eventLoop) { [self] in
             guard !self.ended else { return }
-            self.timerDeadline = nil
+            self.timer.fired()
             self.perform(self.session.tick(now: self.hub.clock.monotonicMs()))
         }
     }
 
     /// The socket authenticated: its transport lifts the pre-authentication limits.
     func authenticated() {
-        transport?.authenticated()
-        onAuthenticated?()
+        transports.current?.authenticated()
+        let hook = onAuthenticated
         onAuthenticated = nil
+        hook?()
     }
 
     // MARK: Outbound
 
-    private func buffer(_ bytes: [UInt8]) -> ByteBuffer {
-        var buffer = allocator.buffer(capacity: bytes.count)
-        buffer.writeBytes(bytes)
-        return buffer
-    }
-
-    /// Writes an Engine.IO text packet of this socket's own (an answer, an ack, a ping): never
-    /// held back behind hub deliveries.
-    func sendText(_ bytes: [UInt8]) {
-        guard !closing else { return }
-        transport?.send(OutboundMessage(bytes: buffer(bytes)))
+    /// Writes an Engine.IO packet of this socket's own (an answer, an ack, a ping): never held
+    /// back behind hub deliveries.
+    private func send(_ message: OutboundMessage) {
+        guard !isClosing else { return }
+        transports.current?.send(message)
     }
 
     /// A hub delivery: held while CONNECT is set up, else written (with its offset for a socket
     /// that takes offsets).
     func enqueue(_ message: OutboundMessage) {
-        guard !closing else { return }
-        if holding != nil {
-            guard holding?.enqueue(message, bytes: message.byteCount) == .queued else {
-                hub.metrics.slowConsumerCloses.increment()
-                close(code: CloseCode.slowConsumer, reason: "slow consumer")
-                return
-            }
-            return
+        guard !isClosing else { return }
+        // Asked first: the size is read only for a message that may be held.
+        guard connectState.isHolding else { return deliver(message) }
+        switch connectState.hold(message, bytes: message.byteCount) {
+        case .writeNow: deliver(message)
+        case .held: return
+        case .overflow:
+            hub.metrics.slowConsumerCloses.increment()
+            close(code: CloseCode.slowConsumer, reason: "slow consumer")
         }
-        write(message)
     }
 
     /// Writes a hub message: a socket that takes offsets gets the bytes with the offset, and
     /// records where it stands in the stream.
-    func write(_ message: OutboundMessage) {
-        guard takesOffsets, let stamp = message.stamp else {
-            transport?.send(message)
+    func deliver(_ message: OutboundMessage) {
+        guard connectState.takesOffsets, let stamp = message.stamp else {
+            transports.current?.send(message)
             return
         }
         // In offset order per stream; one the socket already has (a replay raced it) is dropped.
-        guard recoveryLog.record(stamp.position.stream, stamp.position.offset) else { return }
+        guard connectState.record(stamp.position.stream, stamp.position.offset) else { return }
         if let offsetMessage = stamp.offsetMessage {
-            transport?.send(offsetMessage)
+            transports.current?.send(offsetMessage)
             return
         }
         // Not made for this fan-out (no socket took offsets when it started): this socket's own.
@@ -262,66 +273,50 @@ final class SocketSession: ConnectionSink {
             message.bytes = bytes
             message.compressed = nil
         }
-        transport?.send(message)
-    }
-
-    /// Starts holding hub deliveries while CONNECT is set up.
-    func startHolding() {
-        let c = configuration
-        holding = OutboundQueue(softLimitBytes: c.outboundHardLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
+        transports.current?.send(message)
     }
 
     func flushOutbound() {
-        transport?.flush()
+        transports.current?.flush()
     }
 
     func prefetchTransport() {
-        Prefetch.lines(transportAddress, count: 4)
+        Prefetch.lines(transports.address, count: 4)
     }
 
     func prefetchChannel() {
-        transport?.prefetchChannel()
-    }
-
-    /// Flushes once after the tasks already queued on this loop: acks completed together (a
-    /// committed receipt batch) leave in one write instead of one syscall each.
-    func flushSoon() {
-        guard !flushScheduled else { return }
-        flushScheduled = true
-        eventLoop.assumeIsolated().execute { [self] in
-            self.flushScheduled = false
-            self.flushOutbound()
-        }
+        transports.current?.prefetchChannel()
     }
 
     func mayAccess(room: String) -> Bool {
-        registeredUser?.rooms.allows(room) ?? false
+        connectState.user?.rooms.allows(room) ?? false
     }
+
+    // MARK: Ending
 
     /// Engine.IO `1` (close) then WebSocket 1001: clients reconnect with their own backoff.
     func goAway() {
-        guard !closing else { return }
+        guard !isClosing else { return }
         perform(session.goAway())
     }
 
     /// Ends the session with `code` (a hub or transport decision: kick, slow consumer, a broken
     /// frame).
     func close(code: UInt16, reason: String) {
-        guard !closing else { return }
+        guard !isClosing else { return }
         perform(session.close(code: code, reason: reason))
     }
 
     private func closeTransport(code: UInt16, reason: String) {
-        guard !closing else { return }
-        closing = true
-        closeReason = Self.reason(for: code)
-        closeCode = code
-        timer?.cancel()
-        timer = nil
+        guard !isClosing else { return }
+        lifecycle = .closing(code: code)
+        timer.cancel()
         // With the session's own code: a probe that carried a CONNECT refusal closes 4003.
+        let probe = transports.probe
         probe?.flush()
         probe?.close(code: code, reason: reason)
-        probe = nil
+        transports.probe = nil
+        let transport = transports.current
         transport?.flush()
         transport?.close(code: code, reason: reason)
     }
@@ -331,74 +326,50 @@ final class SocketSession: ConnectionSink {
     /// the ping timeout, or a moment later than the reconnect on a busy machine): close it (4009)
     /// and keep its session for recovery now, so the reconnect recovers it.
     func handOver(pid: String, user: String) -> Bool {
-        guard !ended, takesOffsets, let mine = self.pid, mine == pid, let registered = registeredUser, registered.userID == user,
-            let since = connectedAtMs, hub.clock.monotonicMs() - since >= configuration.recoveryTakeoverAfterMs
+        guard !ended,
+            connectState.mayHandOver(pid: pid, userID: user, nowMs: hub.clock.monotonicMs(), afterMs: configuration.recoveryTakeoverAfterMs)
         else { return false }
         relay.logger.info("session handed over to a reconnect", metadata: ["sid": "\(sid)", "user": "\(user)"])
         // Already closing (its transport failed, the channel not closed yet): end it now, with
         // the reason it is closing for, which decides whether the session is kept.
-        if !closing { close(code: CloseCode.replaced, reason: "replaced by a reconnect") }
-        end(reason: "replaced")
+        if !isClosing { close(code: CloseCode.replaced, reason: "replaced by a reconnect") }
+        end()
         return true
     }
 
     /// Socket.IO DISCONNECT (`41`): the socket leaves the hub for good (not kept for recovery);
     /// the Engine.IO session stays, and a new CONNECT registers it again under a new id.
     private func leave() {
-        guard let user = registeredUser, let shard else { return }
-        hub.metrics.disconnect(reason: "client")
-        if let pid { hub.handover.untrack(pid: pid, connection: connectionID) }
-        hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
-        relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "client"])
-        registeredUser = nil
-        takesOffsets = false
-        pid = nil
-        connectedAtMs = nil
-        recoveryLog = RecoveryLog()
-        holding = nil
+        guard let user = connectState.user else { return }
+        hub.metrics.disconnect(.clientClosed)
+        ConnectSetup(socket: self).unregister(user, end: .clientClosed)
+        connectState = ConnectState()
         connectionID = relay.makeConnectionID()
         session.renewSocketSID(SessionID.make())
     }
 
     /// Leaves the hub (rooms, presence, typing, live shares) once the transport is gone.
-    private func end(reason: String) {
+    private func end() {
         guard !ended else { return }
-        ended = true
-        closing = true
-        timer?.cancel()
-        timer = nil
-        _ = session.close(code: CloseCode.normal, reason: reason)
-        transport = nil
+        let why = closeCode.map(ConnectionEnd.init(closeCode:)) ?? .transportClosed
+        lifecycle = .ended(code: closeCode)
+        timer.cancel()
+        _ = session.close(code: CloseCode.normal, reason: why.metricLabel)
+        transports.current = nil
+        let probe = transports.probe
         probe?.close(code: CloseCode.goingAway, reason: "session closed")
-        probe = nil
-        let why = closeReason ?? "closed"
-        hub.metrics.disconnect(reason: why)
-        holding = nil
-        if let user = registeredUser, let shard {
-            keepForRecovery(user: user, reason: why)
-            if let pid { hub.handover.untrack(pid: pid, connection: connectionID) }
-            hub.unregister(connectionID, sid: sid, user: user.userID, on: shard, deflate: handshake.deflate != nil, takesOffsets: takesOffsets)
-            relay.logger.info("disconnect", metadata: ["sid": "\(sid)", "user": "\(user.userID)", "reason": "\(why)"])
+        transports.probe = nil
+        hub.metrics.disconnect(why)
+        if let user = connectState.user {
+            let setup = ConnectSetup(socket: self)
+            setup.keepForRecovery(end: why)
+            setup.unregister(user, end: why)
         }
+        // Nothing is held or followed any more.
+        connectState = ConnectState()
         onAuthenticated = nil
-        onEnd?()
+        let hook = onEnd
         onEnd = nil
-    }
-
-    static func reason(for code: UInt16) -> String {
-        switch code {
-        case CloseCode.normal: return "client"
-        case CloseCode.goingAway: return "shutdown"
-        case CloseCode.pingTimeout: return "ping_timeout"
-        case CloseCode.connectTimeout: return "connect_timeout"
-        case CloseCode.authenticationFailed: return "auth_failed"
-        case CloseCode.kicked: return "kicked"
-        case CloseCode.tokenExpired: return "token_expired"
-        case CloseCode.policyViolation: return "policy_violation"
-        case CloseCode.slowConsumer: return "slow_consumer"
-        case CloseCode.replaced: return "replaced"
-        case CloseCode.protocolError, CloseCode.unsupportedData, CloseCode.invalidPayloadData, CloseCode.messageTooBig: return "protocol_error"
-        default: return "closed"
-        }
+        hook?()
     }
 }

@@ -33,8 +33,7 @@ public final class RelayMetrics: Sendable {
     let redisDegraded: Counter
     /// Coalesced backend emits replaced by a later one within their window (never sent).
     let emitsSuperseded: Counter
-    /// Connection state recoveries by result (`recovered`, `unknown_session`, `user_mismatch`,
-    /// `history_gone`, `unavailable`).
+    /// Connection state recoveries by result (`RecoveryResult.metricLabel`).
     let recoveries: [String: Counter]
     /// `room:sync` answers by result (`ok`, `history_unavailable`).
     let roomSyncs: [String: Counter]
@@ -45,9 +44,10 @@ public final class RelayMetrics: Sendable {
     let tokenRefreshes: [String: Counter]
     /// Sockets ended by the backend (`POST /api/v1/users/{user}/disconnect`), on this node.
     let sessionsEnded: Counter
-    static let recoveryResults = ["recovered", "unknown_session", "user_mismatch", "invalid_offset", "history_gone", "unavailable"]
+    static let recoveryResults = RecoveryResult.allCases.map(\.metricLabel)
 
-    public static let disconnectReasons = ["client", "ping_timeout", "connect_timeout", "auth_failed", "slow_consumer", "kicked", "token_expired", "shutdown", "protocol_error", "policy_violation", "replaced", "closed"]
+    /// `relay_disconnects_total`'s reasons: one per `ConnectionEnd`.
+    public static let disconnectReasons = ConnectionEnd.allCases.map(\.metricLabel)
 
     public init(registry: PrometheusRegistry = PrometheusRegistry()) {
         self.registry = registry
@@ -121,14 +121,14 @@ public final class RelayMetrics: Sendable {
         historyBytes = Meter(label: "relay_history_bytes", factory: r)
     }
 
-    func recovery(_ result: String) { recoveries[result]?.increment() }
+    func recovery(_ result: RecoveryResult) { recoveries[result.metricLabel]?.increment() }
 
     /// The Redis side's metrics.
     public var cluster: ClusterMetrics { ClusterMetrics(linkUp: redisLinkUp, degraded: redisDegraded) }
 
     func eventIn(_ name: String) { eventsIn[EventPolicyTable.metricLabel(for: name)]?.increment() }
     func eventOut(label: String, count: Int) { eventsOut[label]?.increment(by: Int64(count)) }
-    func disconnect(reason: String) { (disconnects[reason] ?? disconnects["closed"])?.increment() }
+    func disconnect(_ end: ConnectionEnd) { disconnects[end.metricLabel]?.increment() }
     func authFailure(_ code: RelayErrorCode) { authFailures[code]?.increment() }
     func rateLimit(_ kind: RateClass) { rateLimited[kind]?.increment() }
 

@@ -1,0 +1,349 @@
+import Logging
+import NIOCore
+import RelayCore
+
+/// A socket's CONNECT, from its token to the answer: authenticate, then recover a dropped
+/// session (Socket.IO connection state recovery) or start a new one, with the rooms named in
+/// the CONNECT; and when the socket goes, leave the hub and keep its session for recovery.
+///
+/// The I/O side of the socket's `ConnectState` (RelayCore), which holds the state and makes the
+/// decisions that need none: while the rooms are joined and the missed events read, the hub's
+/// deliveries to the socket are held there; the CONNECT answer goes first, then the missed
+/// events in order, then the held ones that are newer. Every step runs on the socket's loop; a
+/// step that waited (a token, a kept session, a history read) goes on only while the socket is
+/// still authenticating.
+struct ConnectSetup {
+    let socket: SocketSession
+
+    /// The most a recovery replays; a socket that missed more is not recovered.
+    static let maxReplayBytes = 4 << 20
+
+    /// Each stream's events after an offset, or why the socket is not recovered.
+    private enum Missed {
+        case events([StreamKey: [(offset: StreamOffset, message: OutboundMessage)]])
+        case notRecovered(RecoveryResult)
+    }
+
+    private var hub: Hub { socket.hub }
+    private var eventLoop: any EventLoop { socket.eventLoop }
+
+    /// Whether a step that waited may go on: the socket is still waiting for its CONNECT answer.
+    private var stillAuthenticating: Bool {
+        socket.session.phase == .authenticating && !socket.isClosing
+    }
+
+    // MARK: Authentication
+
+    /// Verifies the token (after the per-IP failed-authentication budget), then recovers the
+    /// session or starts a new one.
+    func authenticate(_ request: ConnectRequest) {
+        let now = hub.clock.monotonicMs()
+        guard socket.relay.admission.mayAuthenticate(ip: socket.handshake.remoteIP, now: now) else {
+            hub.metrics.authFailure(.authRateLimited)
+            hub.metrics.connectsRefused.increment()
+            socket.perform(socket.session.connectFinished(.failure(RelayError(.authRateLimited)), now: now))
+            return
+        }
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        socket.relay.authenticate(request.token, eventLoop).whenSuccess { result in
+            bound.value.authenticationCompleted(result, request: request)
+        }
+    }
+
+    private func authenticationCompleted(_ result: Result<AuthenticatedUser, RelayError>, request: ConnectRequest) {
+        guard stillAuthenticating else { return }
+        let now = hub.clock.monotonicMs()
+        switch result {
+        case .failure(let error):
+            socket.relay.admission.recordAuthFailure(ip: socket.handshake.remoteIP, now: now)
+            hub.metrics.authFailure(error.code)
+            hub.metrics.connectsRefused.increment()
+            socket.relay.logger.info("auth failed", metadata: ["ip": "\(socket.handshake.remoteIP)", "code": "\(error.code.rawValue)"])
+            socket.perform(socket.session.connectFinished(.failure(error), now: now))
+        case .success(let user):
+            guard !hub.revocations.isRevoked(user) else {
+                hub.metrics.authFailure(.tokenRevoked)
+                hub.metrics.connectsRefused.increment()
+                socket.perform(socket.session.connectFinished(.failure(RelayError(.tokenRevoked)), now: now))
+                return
+            }
+            connect(user, request: request)
+        }
+    }
+
+    /// The token is valid: recover the session the client names, or start a new one.
+    private func connect(_ user: AuthenticatedUser, request: ConnectRequest) {
+        let takesOffsets = hub.backends.broker.keepsHistory && (socket.configuration.offsetsForEverySocket || request.wantsRecovery)
+        socket.connectState.begin(takesOffsets: takesOffsets)
+        guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, recovery: nil) }
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        // Not kept: the old connection may still look alive (its drop not noticed yet); its
+        // node hands the session over (`Hub.takeKeptSession`).
+        hub.handover.takeKeptSession(pid: pid, user: user.userID, on: eventLoop).whenComplete { result in
+            let me = bound.value
+            guard me.stillAuthenticating else { return }
+            switch result {
+            case .success(.taken(let record)): me.recover(record, user: user, request: request)
+            case .success(.notFound): me.connectFresh(user, request: request, recovery: .unknownSession)
+            case .success(.otherUser): me.connectFresh(user, request: request, recovery: .userMismatch)
+            case .failure: me.connectFresh(user, request: request, recovery: .unavailable)
+            }
+        }
+    }
+
+    /// Registers with the hub under `sid`, holding its deliveries when `holding`; `false` (and
+    /// the CONNECT refused) when a limit says no.
+    private func register(_ user: AuthenticatedUser, sid: String, holding: Bool) -> Bool {
+        let c = socket.configuration
+        // The same bounds as every outbound queue; nothing coalesced (`ConnectState.Stage`).
+        let held: OutboundQueue<OutboundMessage>? =
+            holding
+            ? OutboundQueue(softLimitBytes: c.outboundHardLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
+            : nil
+        socket.connectState.register(user, holdingIn: held)
+        do throws(RelayError) {
+            try hub.register(
+                socket, sid: sid, user: user.userID, on: socket.shard, deflate: socket.handshake.deflate != nil, ip: socket.handshake.remoteIP,
+                takesOffsets: socket.connectState.takesOffsets)
+        } catch {
+            socket.connectState.registrationRefused()
+            hub.metrics.authFailure(error.code)
+            hub.metrics.connectsRefused.increment()
+            socket.perform(socket.session.connectFinished(.failure(error), now: hub.clock.monotonicMs()))
+            return false
+        }
+        hub.metrics.connectsOK.increment()
+        socket.authenticated()
+        return true
+    }
+
+    /// Sends the CONNECT answer.
+    private func answer(_ answer: ConnectAnswer) {
+        let clock = hub.clock
+        socket.perform(socket.session.connectFinished(.success(answer), now: clock.monotonicMs(), wallMs: clock.wallMs()))
+    }
+
+    // MARK: A new session
+
+    /// A new session: register, join the CONNECT's rooms, answer with their offsets.
+    private func connectFresh(_ user: AuthenticatedUser, request: ConnectRequest, recovery: RecoveryResult?) {
+        if let recovery { hub.metrics.recovery(recovery) }
+        let takesOffsets = socket.connectState.takesOffsets
+        let plain = request.rooms.isEmpty && !takesOffsets
+        guard register(user, sid: socket.sid, holding: !plain) else { return }
+        let shard = socket.shard
+        if takesOffsets {
+            let pid = SessionID.makeSecret()
+            socket.connectState.assign(pid: pid)
+            hub.handover.track(pid: pid, connection: socket.connectionID, on: shard)
+        }
+        var joined: [String] = []
+        var refused: [(room: String, code: String)] = []
+        for room in request.rooms {
+            guard user.rooms.allows(room) else {
+                refused.append((room, RelayErrorCode.roomNotAuthorized.rawValue))
+                continue
+            }
+            do throws(RelayError) {
+                _ = try hub.join(room: room, sink: socket, user: user.userID, on: shard)
+                joined.append(room)
+            } catch {
+                refused.append((room, error.code.rawValue))
+            }
+        }
+        if plain {
+            answer(ConnectAnswer(user: user))
+            logConnect(user)
+            return
+        }
+        var streams = joined.map { StreamKey.room($0) }
+        if takesOffsets { streams.append(.user(user.userID)) }
+        // Heads are read once this node receives the streams, so the offsets in the answer and
+        // the live events that follow them meet exactly.
+        let loop = eventLoop
+        let broker = hub.backends.broker
+        let subscribed = EventLoopFuture.andAllComplete(streams.map { broker.whenSubscribed($0, on: loop) }, on: loop)
+        let heads = streams.map { stream in subscribed.flatMap { broker.head(of: stream, on: loop) }.map { (stream, $0) } }
+        let (joinedRooms, refusedRooms) = (joined, refused)
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        EventLoopFuture.whenAllSucceed(heads, on: loop).whenSuccess { heads in
+            let me = bound.value
+            guard me.stillAuthenticating else { return }
+            let socket = me.socket
+            let positions = Dictionary(heads, uniquingKeysWith: { a, _ in a })
+            for (stream, head) in heads { socket.connectState.follow(stream, from: head) }
+            let rooms = joinedRooms.map { ($0, WireOffset(positions[.room($0)] ?? .zero, stream: .room($0)).description) }
+            socket.connectState.answered(atMs: me.hub.clock.monotonicMs())
+            me.answer(ConnectAnswer(user: user, pid: socket.connectState.pid, recovered: false, rooms: rooms, refused: refusedRooms))
+            me.release(after: positions)
+            me.logConnect(user)
+        }
+    }
+
+    // MARK: Recovery
+
+    /// The client came back with the `pid` of a kept session: same user, and every stream's
+    /// history reaching back to where the socket was, or it is a new session.
+    private func recover(_ record: SessionRecord, user: AuthenticatedUser, request: ConnectRequest) {
+        switch RecoveryPlan(recovering: record, as: user, request: request) {
+        case .startFresh(let why):
+            connectFresh(user, request: request, recovery: why)
+        case .readMissed(let rooms, let cuts):
+            let bound = NIOLoopBound(self, eventLoop: eventLoop)
+            readMissed(after: cuts).whenSuccess { first in
+                let me = bound.value
+                guard me.stillAuthenticating else { return }
+                switch first {
+                case .notRecovered(let why): me.connectFresh(user, request: request, recovery: why)
+                case .events(let before): me.resume(record, user: user, rooms: rooms, cuts: cuts, before: before)
+                }
+            }
+        }
+    }
+
+    /// Registers under the old `sid`, rejoins the rooms, reads what came since the first read,
+    /// then answers and replays.
+    private func resume(
+        _ record: SessionRecord, user: AuthenticatedUser, rooms: [String], cuts: [StreamKey: StreamOffset],
+        before: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]]
+    ) {
+        guard register(user, sid: record.socketSID, holding: true) else { return }
+        let shard = socket.shard
+        socket.connectState.assign(pid: record.pid)
+        hub.handover.track(pid: record.pid, connection: socket.connectionID, on: shard)
+        socket.connectState.follow(.user(user.userID), from: cuts[.user(user.userID)] ?? .zero)
+        var restored: [String] = []
+        for room in rooms {
+            do throws(RelayError) {
+                _ = try hub.join(room: room, sink: socket, user: user.userID, on: shard)
+                restored.append(room)
+                socket.connectState.follow(.room(room), from: cuts[.room(room)] ?? .zero)
+            } catch {
+                socket.relay.logger.info("recovered socket could not rejoin", metadata: ["room": "\(room)", "code": "\(error.code.rawValue)"])
+            }
+        }
+        // What the first read reached; the second read continues from there.
+        var reached: [StreamKey: StreamOffset] = [.user(user.userID): cuts[.user(user.userID)] ?? .zero]
+        for room in restored { reached[.room(room)] = cuts[.room(room)] ?? .zero }
+        for (stream, entries) in before where reached[stream] != nil {
+            if let last = entries.last { reached[stream] = last.offset }
+        }
+        let (firstReached, restoredRooms) = (reached, restored)
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        // The second read starts once this node receives every stream: an event is then either
+        // in the read or delivered live (or both: the socket drops the second copy).
+        let loop = eventLoop
+        let broker = hub.backends.broker
+        EventLoopFuture.andAllSucceed(firstReached.keys.map { broker.whenSubscribed($0, on: loop) }, on: loop).flatMap {
+            bound.value.readMissed(after: firstReached)
+        }.whenComplete { result in
+            let second: Missed
+            switch result {
+            case .success(let missed): second = missed
+            case .failure: second = .notRecovered(.unavailable)
+            }
+            let me = bound.value
+            guard me.stillAuthenticating else { return }
+            guard case .events(let later) = second else {
+                // Trimmed between the two reads: never a partial recovery. The client reconnects
+                // and, its session taken, starts a new one.
+                me.hub.metrics.recovery(.historyGone)
+                me.socket.close(code: CloseCode.goingAway, reason: "recovery failed; reconnect")
+                return
+            }
+            me.replay(record, user: user, rooms: restoredRooms, reached: firstReached, before: before, later: later)
+        }
+    }
+
+    /// Answers the recovered CONNECT, then writes what the socket missed (both reads, in one
+    /// order) and what was held meanwhile.
+    private func replay(
+        _ record: SessionRecord, user: AuthenticatedUser, rooms: [String], reached: [StreamKey: StreamOffset],
+        before: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]], later: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]]
+    ) {
+        var missed: [(position: StreamPosition, message: OutboundMessage)] = []
+        var last = reached
+        for stream in reached.keys {
+            // The socket's own broadcasts were never sent to it.
+            // …and a receipt on a user stream reached it through the room when it was a member.
+            for entry in (before[stream] ?? []) + (later[stream] ?? [])
+            where entry.message.origin != record.socketSID && !(entry.message.skipMembersOf.map(rooms.contains) ?? false) {
+                missed.append((StreamPosition(stream: stream, offset: entry.offset), entry.message))
+            }
+            if let newest = later[stream]?.last?.offset { last[stream] = newest }
+        }
+        // One order across streams: by offset time, then stream, so each stream stays in order.
+        missed.sort { ($0.position.offset, $0.position.stream.name) < ($1.position.offset, $1.position.stream.name) }
+        let roomOffsets = rooms.map { ($0, WireOffset(last[.room($0)] ?? .zero, stream: .room($0)).description) }
+        socket.connectState.answered(atMs: hub.clock.monotonicMs())
+        answer(ConnectAnswer(user: user, socketSID: record.socketSID, pid: record.pid, recovered: true, rooms: roomOffsets))
+        for (position, message) in missed {
+            var message = message
+            message.stamp = RecoveryStamp(position: position)
+            message.compressed = nil
+            socket.deliver(message)
+        }
+        release(after: last)
+        hub.metrics.recovery(.recovered)
+        socket.relay.logger.info("recovered", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "replayed": "\(missed.count)"])
+    }
+
+    /// Reads every stream's events after its offset; not recovered when one does not reach
+    /// back, the store is down, or the socket missed more than `maxReplayBytes`.
+    private func readMissed(after offsets: [StreamKey: StreamOffset]) -> EventLoopFuture<Missed> {
+        let limit = max(1, socket.configuration.historyLimits.maxEvents * 2)
+        let reads = offsets.map { stream, offset in
+            hub.backends.broker.history(of: stream, after: offset, limit: limit, maxBytes: Self.maxReplayBytes, on: eventLoop).map { (stream, $0) }
+        }
+        return EventLoopFuture.whenAllSucceed(reads, on: eventLoop).map { results -> Missed in
+            var out: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]] = [:]
+            var bytes = 0
+            for (stream, result) in results {
+                switch result {
+                case .failure(.storeDown): return .notRecovered(.unavailable)
+                case .failure(.unavailable): return .notRecovered(.historyGone)
+                case .success(let page):
+                    if page.more { return .notRecovered(.historyGone) }
+                    out[stream] = page.entries.map { (offset: $0.offset, message: OutboundMessage($0.item)) }
+                    bytes += page.entries.reduce(0) { $0 + $1.item.byteCount }
+                }
+            }
+            return bytes > Self.maxReplayBytes ? .notRecovered(.historyGone) : .events(out)
+        }
+    }
+
+    /// Writes what was held during CONNECT, skipping what the socket has already had (offsets at
+    /// or before `positions`), and stops holding.
+    private func release(after positions: [StreamKey: StreamOffset]) {
+        let held = socket.connectState.release(after: positions) { message in
+            message.stamp.map { (stream: $0.position.stream, offset: $0.position.offset) }
+        }
+        for message in held { socket.deliver(message) }
+        socket.flushOutbound()
+    }
+
+    private func logConnect(_ user: AuthenticatedUser) {
+        socket.relay.logger.info("connect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "ip": "\(socket.handshake.remoteIP)"])
+    }
+
+    // MARK: Leaving
+
+    /// Keeps the session of a socket that takes offsets for the recovery window, when `end` is
+    /// one that keeps it.
+    func keepForRecovery(end: ConnectionEnd) {
+        guard hub.backends.broker.keepsHistory,
+            let record = socket.connectState.keptRecord(
+                socketSID: socket.sid, end: end, clientDisconnected: socket.session.clientDisconnected, wallMs: hub.clock.wallMs())
+        else { return }
+        hub.backends.keptSessions.put(record, windowMs: socket.configuration.recoveryWindowMs)
+    }
+
+    /// Leaves the hub (rooms, presence, typing, live shares, the pid's entry).
+    func unregister(_ user: AuthenticatedUser, end: ConnectionEnd) {
+        if let pid = socket.connectState.pid { hub.handover.untrack(pid: pid, connection: socket.connectionID) }
+        hub.unregister(
+            socket.connectionID, sid: socket.sid, user: user.userID, on: socket.shard, deflate: socket.handshake.deflate != nil,
+            takesOffsets: socket.connectState.takesOffsets)
+        socket.relay.logger.info("disconnect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "reason": "\(end.metricLabel)"])
+    }
+}
