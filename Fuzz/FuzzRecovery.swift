@@ -1,7 +1,7 @@
 // libFuzzer target: what recovery reads from the network and from Redis.
 //
 // 1. The first bytes as text: `WireOffset`, `StreamOffset` and, parsed as JSON, the CONNECT auth
-//    (`ConnectRequest`) and a kept session (`SessionRecord`). Invariants: a parsed offset prints
+//    (`ConnectRequest`) and a kept session (`KeptSession`). Invariants: a parsed offset prints
 //    back to an equal one; a record that parses survives its own JSON unchanged.
 // 2. The bytes as a program for a `RecoveryLog` and a `HistoryStore` against simple models:
 //    every read is in offset order and starts after the offset asked for; a cut never lies
@@ -20,9 +20,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
     if let json = try? JSONParser.parse(bytes) {
         _ = try? ConnectRequest(data: json, fallbackToken: nil, maxRooms: 8)
-        if let record = SessionRecord(json: json) {
-            guard let again = try? JSONParser.parse(JSONWriter.string(record.json)), SessionRecord(json: again) == record else {
-                fatalError("SessionRecord does not survive its JSON: \(text.debugDescription)")
+        if let record = KeptSession(json: json) {
+            guard let again = try? JSONParser.parse(JSONWriter.string(record.json)), KeptSession(json: again) == record else {
+                fatalError("KeptSession does not survive its JSON: \(text.debugDescription)")
             }
             _ = record.log.cuts(lastReceived: nil)
         }

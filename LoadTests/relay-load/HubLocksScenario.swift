@@ -49,11 +49,11 @@ struct HubLocksScenario: ParsableCommand {
         defer { try? group.syncShutdownGracefully() }
         let loops = [group.next(), group.next()]
         let configuration = RelayConfiguration(jwt: .hs256(secret: String(repeating: "k", count: 32)), apiKey: "bench-api-key", adminKey: "bench-admin-key")
-        let hub = Hub(eventLoops: loops, configuration: configuration, lockShards: shards)
+        let hub = Hub(eventLoops: loops, configuration: configuration, lockStripes: shards)
         let rooms = (0..<connections).map { "conversation:\($0)" }
         let users = (0..<connections).map { "user-\($0)" }
         for i in 0..<connections {
-            let shard = hub.shards[i % hub.shards.count]
+            let shard = hub.partitions[i % hub.partitions.count]
             let (room, user) = (rooms[i], users[i])
             try shard.eventLoop.submit {
                 let sink = DiscardingSink(ConnectionID(UInt64(i + 1)))

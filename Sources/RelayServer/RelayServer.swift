@@ -106,7 +106,7 @@ public final class RelayServer: Sendable {
                 }
             }
         let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        if configuration.heapTrimIntervalMs > 0, let loop = relay.hub.shards.first?.eventLoop {
+        if configuration.heapTrimIntervalMs > 0, let loop = relay.hub.partitions.first?.eventLoop {
             let trimmer = HeapTrimmer(
                 on: loop, interval: .milliseconds(Int64(configuration.heapTrimIntervalMs)), afterSessions: configuration.heapTrimAfterSessions,
                 metrics: relay.hub.metrics)
@@ -174,9 +174,9 @@ public final class RelayServer: Sendable {
                     let frameDecoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
                     try channel.pipeline.syncOperations.addHandler(TextUTF8Guard(), position: .before(frameDecoder))
                     if let echo = configuration.echoPath, echo == path {
-                        let shard = relay.hub.shard(for: channel.eventLoop)
+                        let partition = relay.hub.partition(for: channel.eventLoop)
                         try channel.pipeline.syncOperations.addHandler(
-                            WebSocketEchoHandler(maxMessageBytes: configuration.maxPayload, deflate: info.deflate, shard: shard, thresholdBytes: configuration.deflateThresholdBytes))
+                            WebSocketEchoHandler(maxMessageBytes: configuration.maxPayload, deflate: info.deflate, partition: partition, thresholdBytes: configuration.deflateThresholdBytes))
                     } else {
                         // Small frames only until CONNECT succeeds (the decoder's own limit is maxPayload).
                         let frameGuard = FrameSizeGuard(limit: configuration.maxConnectPayload)
@@ -231,10 +231,10 @@ public final class RelayServer: Sendable {
         var drained = 0
         while NIODeadline.now() < deadline {
             var closedThisRound = 0
-            for shard in hub.shards {
-                let share = max(1, batch / hub.shards.count)
-                closedThisRound += (try? await shard.eventLoop.submit {
-                    let sinks = shard.allSinks().filter { !$0.isClosing }
+            for partition in hub.partitions {
+                let share = max(1, batch / hub.partitions.count)
+                closedThisRound += (try? await partition.eventLoop.submit {
+                    let sinks = partition.allSinks().filter { !$0.isClosing }
                     for sink in sinks.prefix(share) { sink.goAway() }
                     return min(share, sinks.count)
                 }.get()) ?? 0
@@ -244,9 +244,9 @@ public final class RelayServer: Sendable {
             try? await Task.sleep(nanoseconds: 100_000_000)
         }
         // Past the deadline: close whatever is left at once.
-        for shard in hub.shards {
-            try? await shard.eventLoop.submit {
-                for sink in shard.allSinks() { sink.close(code: CloseCode.goingAway, reason: "server shutting down") }
+        for partition in hub.partitions {
+            try? await partition.eventLoop.submit {
+                for sink in partition.allSinks() { sink.close(code: CloseCode.goingAway, reason: "server shutting down") }
             }.get()
         }
         // Let the close frames go out (bounded by the deadline).

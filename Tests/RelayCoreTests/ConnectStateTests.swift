@@ -140,12 +140,12 @@ final class ConnectStateTests: XCTestCase {
 
     // MARK: RecoveryPlan
 
-    func kept(rooms: [String], received: [(StreamKey, StreamOffset)] = []) -> SessionRecord {
+    func kept(rooms: [String], received: [(StreamKey, StreamOffset)] = []) -> KeptSession {
         var log = RecoveryLog()
         log.follow(.user("alice"), from: .zero)
         for room in rooms { log.follow(.room(room), from: o(1)) }
         for (stream, offset) in received { log.record(stream, offset) }
-        return SessionRecord(pid: "p", socketSID: "s", userID: "alice", rooms: rooms, log: log, disconnectedAtMs: 0)
+        return KeptSession(pid: "p", socketSID: "s", userID: "alice", rooms: rooms, log: log, disconnectedAtMs: 0)
     }
 
     func testARecoveryReadsEveryStreamTheNewTokenAllowsAfterItsCut() {

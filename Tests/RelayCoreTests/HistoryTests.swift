@@ -256,11 +256,11 @@ final class RecoveryLogTests: XCTestCase {
         log.follow(me, from: .zero)
         log.record(room, o(3))
         log.record(me, o(4, 1))
-        let record = SessionRecord(pid: "p", socketSID: "s", userID: "alice", rooms: ["r"], log: log, disconnectedAtMs: 99)
+        let record = KeptSession(pid: "p", socketSID: "s", userID: "alice", rooms: ["r"], log: log, disconnectedAtMs: 99)
         let text = JSONWriter.string(record.json)
-        XCTAssertEqual(SessionRecord(json: try JSONParser.parse(text)), record)
-        XCTAssertNil(SessionRecord(json: .object([("p", "x")])))
-        XCTAssertNil(SessionRecord(json: try JSONParser.parse(text.replacingOccurrences(of: "\"r:r\"", with: "\"q:r\""))))
+        XCTAssertEqual(KeptSession(json: try JSONParser.parse(text)), record)
+        XCTAssertNil(KeptSession(json: .object([("p", "x")])))
+        XCTAssertNil(KeptSession(json: try JSONParser.parse(text.replacingOccurrences(of: "\"r:r\"", with: "\"q:r\""))))
     }
 }
 

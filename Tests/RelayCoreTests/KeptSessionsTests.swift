@@ -3,8 +3,8 @@ import XCTest
 
 /// Sessions kept for recovery: bounded in all and per user, oldest out first, no scan.
 final class KeptSessionsTests: XCTestCase {
-    func record(_ pid: String, user: String) -> SessionRecord {
-        SessionRecord(pid: pid, socketSID: "s-\(pid)", userID: user, rooms: [], log: RecoveryLog(), disconnectedAtMs: 0)
+    func record(_ pid: String, user: String) -> KeptSession {
+        KeptSession(pid: pid, socketSID: "s-\(pid)", userID: user, rooms: [], log: RecoveryLog(), disconnectedAtMs: 0)
     }
 
     func testTakeIsOnceAndOnlyByItsUser() {

@@ -21,10 +21,10 @@ final class ClusterAnswersTests: XCTestCase {
         let c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
         return Hub(eventLoops: [loopA, loopB], configuration: c, clock: clock.relayClock)
     }()
-    var shardA: LoopShard { hub.shards[0] }
-    var shardB: LoopShard { hub.shards[1] }
+    var shardA: LoopPartition { hub.partitions[0] }
+    var shardB: LoopPartition { hub.partitions[1] }
 
-    func connect(_ sink: RecordingSink, user: String, on shard: LoopShard) throws {
+    func connect(_ sink: RecordingSink, user: String, on shard: LoopPartition) throws {
         try hub.register(sink, sid: "sid-\(sink.connectionID)", user: user, on: shard)
     }
 

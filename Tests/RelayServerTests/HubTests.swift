@@ -56,10 +56,10 @@ final class HubTests: XCTestCase {
         let c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
         return Hub(eventLoops: [loopA, loopB], configuration: c, clock: clock.relayClock)
     }()
-    var shardA: LoopShard { hub.shards[0] }
-    var shardB: LoopShard { hub.shards[1] }
+    var shardA: LoopPartition { hub.partitions[0] }
+    var shardB: LoopPartition { hub.partitions[1] }
 
-    func connect(_ sink: RecordingSink, user: String, on shard: LoopShard) throws {
+    func connect(_ sink: RecordingSink, user: String, on shard: LoopPartition) throws {
         try hub.register(sink, sid: "sid-\(sink.connectionID)", user: user, on: shard)
     }
 
@@ -70,7 +70,7 @@ final class HubTests: XCTestCase {
         var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
         c.historyLimits = HistoryLimits(maxEvents: 0)
         let hub = Hub(eventLoops: [loopA, loopB], configuration: c, clock: clock.relayClock)
-        let shardA = hub.shards[0], shardB = hub.shards[1]
+        let shardA = hub.partitions[0], shardB = hub.partitions[1]
         let alice = ProbeSink(1) { shardB.pendingDeliveries }
         let bob = RecordingSink(2)
         try hub.register(alice, sid: "sid-1", user: "alice", on: shardA)
@@ -216,8 +216,8 @@ final class HubTests: XCTestCase {
         var limited = c
         limited.maxConnectionsPerUser = 1
         let hub = Hub(eventLoops: [loopA], configuration: limited, clock: clock.relayClock)
-        try hub.register(RecordingSink(1), sid: "a", user: "u", on: hub.shards[0])
-        XCTAssertThrowsError(try hub.register(RecordingSink(2), sid: "b", user: "u", on: hub.shards[0])) { error in
+        try hub.register(RecordingSink(1), sid: "a", user: "u", on: hub.partitions[0])
+        XCTAssertThrowsError(try hub.register(RecordingSink(2), sid: "b", user: "u", on: hub.partitions[0])) { error in
             XCTAssertEqual((error as? RelayError)?.code, .tooManyConnections)
         }
     }

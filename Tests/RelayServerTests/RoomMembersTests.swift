@@ -54,7 +54,7 @@ final class RoomMembersTests: XCTestCase {
     /// for its transport, then its channel, before its write, never after.
     func testTheWalkPrefetchesAheadInOrderAndReachesEveryMemberOnce() {
         let loop = EmbeddedEventLoop()
-        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let shard = LoopPartition(index: 0, eventLoop: loop, metrics: RelayMetrics())
         let sinks = (1...40).map { StepSink(UInt64($0)) }
         for sink in sinks {
             shard.add(sink, user: sink.connectionID.raw == 7 ? "mallory" : "user\(sink.connectionID.raw)")
@@ -78,7 +78,7 @@ final class RoomMembersTests: XCTestCase {
     /// does not make the walk skip or repeat anyone.
     func testAMemberLeavingDuringTheWalkSkipsNobody() {
         let loop = EmbeddedEventLoop()
-        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let shard = LoopPartition(index: 0, eventLoop: loop, metrics: RelayMetrics())
         let sinks = (1...20).map { StepSink(UInt64($0)) }
         for sink in sinks {
             shard.add(sink, user: "user\(sink.connectionID.raw)")

@@ -16,7 +16,7 @@ final class ShardInboxTests: XCTestCase {
 
     func testPostedDeliveriesWaitForTheLoopAndRunInOrder() {
         let loop = EmbeddedEventLoop()
-        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let shard = LoopPartition(index: 0, eventLoop: loop, metrics: RelayMetrics())
         let alice = RecordingSink(1)
         shard.add(alice, user: "alice")
         shard.join(room: "r", alice)
@@ -33,7 +33,7 @@ final class ShardInboxTests: XCTestCase {
 
     func testADeliveryPostedWhileABatchRunsGoesToTheNextBatch() {
         let loop = EmbeddedEventLoop()
-        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let shard = LoopPartition(index: 0, eventLoop: loop, metrics: RelayMetrics())
         let alice = RecordingSink(1)
         let bob = PostingSink(2, shard: shard)
         shard.add(alice, user: "alice")
@@ -52,7 +52,7 @@ final class ShardInboxTests: XCTestCase {
     /// the loop while the batch ran finds them flushed already (no second task walks them).
     func testABatchFlushesItsSocketsBeforeTheLoopRunsAnythingElse() {
         let loop = EmbeddedEventLoop()
-        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let shard = LoopPartition(index: 0, eventLoop: loop, metrics: RelayMetrics())
         let alice = RecordingSink(1)
         var flushesSeenByTheTask: [Int] = []
         let bob = TaskQueuingSink(2, loop: loop) { flushesSeenByTheTask.append(alice.flushes) }
@@ -70,9 +70,9 @@ final class ShardInboxTests: XCTestCase {
 
     /// Sockets 1 and 2 on one shard, in rooms `first` and `second`, logging their writes and
     /// flushes to one log.
-    fileprivate func twoLoggingSockets(inRooms first: String, _ second: String) -> (EmbeddedEventLoop, LoopShard, EventLog) {
+    fileprivate func twoLoggingSockets(inRooms first: String, _ second: String) -> (EmbeddedEventLoop, LoopPartition, EventLog) {
         let loop = EmbeddedEventLoop()
-        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let shard = LoopPartition(index: 0, eventLoop: loop, metrics: RelayMetrics())
         let log = EventLog()
         for (id, room) in [(UInt64(1), first), (2, second)] {
             let sink = LoggingSink(id, log)
@@ -105,15 +105,15 @@ final class ShardInboxTests: XCTestCase {
     }
 
     func testWhichBatchesWriteEachSocketOnce() {
-        func room(_ r: String) -> ShardDelivery { .room(r, message("x"), excludeConnection: nil, excludeUser: nil) }
-        XCTAssertTrue(LoopShard.writesEachSocketOnce([room("a")]))
-        XCTAssertTrue(LoopShard.writesEachSocketOnce([.user("u", message("x"))]), "one delivery of any kind")
-        XCTAssertTrue(LoopShard.writesEachSocketOnce([room("a"), room("b"), room("c")]))
-        XCTAssertFalse(LoopShard.writesEachSocketOnce([room("a"), room("b"), room("a")]))
-        XCTAssertFalse(LoopShard.writesEachSocketOnce([room("a"), .user("u", message("x"))]), "a user's sockets may be in the room")
-        let many = (0...LoopShard.maxFlushAtOnceBatch).map { room("r\($0)") }
-        XCTAssertFalse(LoopShard.writesEachSocketOnce(many), "a batch this large means the loop fell behind: join the flushes")
-        XCTAssertTrue(LoopShard.writesEachSocketOnce(Array(many.dropLast())))
+        func room(_ r: String) -> PartitionDelivery { .room(r, message("x"), excludeConnection: nil, excludeUser: nil) }
+        XCTAssertTrue(LoopPartition.writesEachSocketOnce([room("a")]))
+        XCTAssertTrue(LoopPartition.writesEachSocketOnce([.user("u", message("x"))]), "one delivery of any kind")
+        XCTAssertTrue(LoopPartition.writesEachSocketOnce([room("a"), room("b"), room("c")]))
+        XCTAssertFalse(LoopPartition.writesEachSocketOnce([room("a"), room("b"), room("a")]))
+        XCTAssertFalse(LoopPartition.writesEachSocketOnce([room("a"), .user("u", message("x"))]), "a user's sockets may be in the room")
+        let many = (0...LoopPartition.maxFlushAtOnceBatch).map { room("r\($0)") }
+        XCTAssertFalse(LoopPartition.writesEachSocketOnce(many), "a batch this large means the loop fell behind: join the flushes")
+        XCTAssertTrue(LoopPartition.writesEachSocketOnce(Array(many.dropLast())))
     }
 
     /// Four threads post under one lock (as the memory broker posts a stream's events under the
@@ -122,7 +122,7 @@ final class ShardInboxTests: XCTestCase {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
-        let shard = LoopShard(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let shard = LoopPartition(index: 0, eventLoop: loop, metrics: RelayMetrics())
         let total = 4 * 2_000
         let done = loop.makePromise(of: [Int].self)
         let sink = CountingSink(3, expected: total, done: done)
@@ -169,8 +169,8 @@ private final class TaskQueuingSink: ConnectionSink {
 /// A sink that posts a delivery to alice when it gets a message (a delivery that causes another).
 private final class PostingSink: ConnectionSink {
     let connectionID: ConnectionID
-    let shard: LoopShard
-    init(_ id: UInt64, shard: LoopShard) {
+    let shard: LoopPartition
+    init(_ id: UInt64, shard: LoopPartition) {
         connectionID = ConnectionID(id)
         self.shard = shard
     }

@@ -253,7 +253,7 @@ final class WebhookDeliveryTests: XCTestCase {
         let hooks = try XCTUnwrap(webhooks(receiver, clock: clock.relayClock) { $0.flushMs = 0 })
         let c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: String(repeating: "a", count: 16), adminKey: String(repeating: "b", count: 16))
         let hub = Hub(eventLoops: [loop], configuration: c, clock: clock.relayClock, webhooks: hooks)
-        let shard = hub.shard(for: loop)
+        let shard = hub.partition(for: loop)
         let a1 = RecordingSink(1), a2 = RecordingSink(2)
         try hub.register(a1, sid: "s1", user: "alice", on: shard)
         try hub.register(a2, sid: "s2", user: "alice", on: shard)

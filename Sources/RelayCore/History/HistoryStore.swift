@@ -1,7 +1,7 @@
 /// The in-memory history of many streams under one budget: per stream the last
 /// `maxEvents` events no older than `maxAgeMs`, and at most `maxBytes` in all, the oldest events
 /// of any stream going first. A value type fed items and wall time; the memory broker keeps one
-/// per lock shard.
+/// per lock stripe.
 public struct HistoryStore<Item> {
     public let limits: HistoryLimits
     private var streams: [StreamKey: StreamHistory<Item>] = [:]

@@ -8,7 +8,7 @@
 /// when it reaches the front; each FIFO is compacted when stale entries outnumber live ones.
 public struct KeptSessions: Sendable {
     private struct Kept: Sendable {
-        var record: SessionRecord
+        var record: KeptSession
         var expiresAtMs: Int64
         var sequence: UInt64
     }
@@ -39,7 +39,7 @@ public struct KeptSessions: Sendable {
 
     /// Keeps `record` until `nowMs + windowMs`; returns the pids evicted to make room.
     @discardableResult
-    public mutating func put(_ record: SessionRecord, nowMs: Int64, windowMs: Int64) -> [String] {
+    public mutating func put(_ record: KeptSession, nowMs: Int64, windowMs: Int64) -> [String] {
         sweep(nowMs: nowMs)
         var evicted: [String] = []
         if kept[record.pid] != nil { remove(record.pid) }
@@ -63,7 +63,7 @@ public struct KeptSessions: Sendable {
     }
 
     public enum Take: Sendable, Equatable {
-        case taken(SessionRecord)
+        case taken(KeptSession)
         case notFound
         /// Another user's pid: left in place, so a leaked pid cannot spoil its owner's recovery.
         case otherUser

@@ -9,7 +9,7 @@ public enum RecoveryPlan: Sendable, Equatable {
 
     /// The plan for `user`, who sent `request`, coming back to `record`: the same user, an offset
     /// that is one, and a position in every stream that the session's log can tell.
-    public init(recovering record: SessionRecord, as user: AuthenticatedUser, request: ConnectRequest) {
+    public init(recovering record: KeptSession, as user: AuthenticatedUser, request: ConnectRequest) {
         guard record.userID == user.userID else {
             self = .startFresh(.userMismatch)
             return

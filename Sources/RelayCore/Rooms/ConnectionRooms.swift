@@ -1,9 +1,9 @@
 /// The rooms each connection is in, and the limit on how many.
 ///
-/// Kept apart from the rooms themselves (`RoomRegistry`) because the hub splits rooms over
-/// shards by name: the shard of one room cannot see a connection's other rooms, so the
-/// per-connection limit is checked here, in the connection's own shard, before the room's
-/// shard is asked.
+/// Kept apart from the rooms themselves (`RoomRegistry`) because the server splits rooms over
+/// lock stripes by name: the stripe of one room cannot see a connection's other rooms, so the
+/// per-connection limit is checked here, in the connection's own stripe, before the room's
+/// stripe is asked.
 public struct ConnectionRooms: Sendable {
     /// The connection is already in as many rooms as allowed.
     public struct TooManyRooms: Error, Equatable, Sendable {

@@ -6,7 +6,7 @@
 /// only the partitions that have members, once each.
 ///
 /// The rooms a connection is in (and the limit on them) are `ConnectionRooms`' business: the hub
-/// keeps one registry per shard of room names, and a shard sees only its own rooms.
+/// keeps one registry per lock stripe of room names, and a stripe sees only its own rooms.
 public struct RoomRegistry: Sendable {
     public enum JoinError: Error, Equatable, Sendable {
         case roomFull(limit: Int)

@@ -27,7 +27,7 @@ public struct RoomSizeHistogram: Sendable, Equatable {
         }
     }
 
-    /// Adds another histogram's rooms (the hub keeps one per shard of rooms).
+    /// Adds another histogram's rooms (the server keeps one per lock stripe of rooms).
     public mutating func add(_ other: RoomSizeHistogram) {
         for i in counts.indices { counts[i] += other.counts[i] }
         sum += other.sum

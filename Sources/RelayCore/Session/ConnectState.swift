@@ -166,12 +166,12 @@ public struct ConnectState<Message: Sendable>: Sendable {
     /// The session to keep for the recovery window when the socket ended for `end`, or `nil`:
     /// only for a registered socket that takes offsets, not after the client left with `41`
     /// (`clientDisconnected`), and only for an end that keeps it.
-    public func keptRecord(socketSID: String, end: ConnectionEnd, clientDisconnected: Bool, wallMs: Int64) -> SessionRecord? {
+    public func keptRecord(socketSID: String, end: ConnectionEnd, clientDisconnected: Bool, wallMs: Int64) -> KeptSession? {
         guard takesOffsets, let pid, let user, end.keepsSessionForRecovery, !clientDisconnected else { return nil }
         let rooms = log.streams.compactMap { stream -> String? in
             if case .room(let room) = stream { return room }
             return nil
         }.sorted()
-        return SessionRecord(pid: pid, socketSID: socketSID, userID: user.userID, rooms: rooms, log: log, disconnectedAtMs: wallMs)
+        return KeptSession(pid: pid, socketSID: socketSID, userID: user.userID, rooms: rooms, log: log, disconnectedAtMs: wallMs)
     }
 }

@@ -16,14 +16,14 @@ import RelayCore
 /// (`token_bad_signature`), claims (`token_malformed` for a wrong type, `token_invalid_claims`
 /// for a missing or out-of-range value), then time (`token_expired`, `token_not_yet_valid`).
 public struct TokenVerifier: Sendable {
-    public let algorithm: RelayConfiguration.JWTAlgorithm
+    public let algorithm: TokenAlgorithm
     public let leewaySeconds: Int64
     private let keys: JWTKeyCollection
     private let now: @Sendable () -> Int64
 
     /// - Parameter now: wall clock in seconds since 1970 (injectable for tests).
     public init(
-        algorithm: RelayConfiguration.JWTAlgorithm, leewaySeconds: Int64 = 30,
+        algorithm: TokenAlgorithm, leewaySeconds: Int64 = 30,
         now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }  // the local clock, not network data
     ) async throws {
         self.algorithm = algorithm

@@ -13,9 +13,9 @@ public final class MemoryBroker: Broker {
     public init(limits: HistoryLimits, wallMs: @escaping @Sendable () -> Int64) {
         self.limits = limits
         self.wallMs = wallMs
-        var perShard = limits
-        perShard.maxBytes = max(1, limits.maxBytes / 16)
-        self.stripes = (0..<16).map { _ in AuditedLock(HistoryStore(limits: perShard)) }
+        var perStripe = limits
+        perStripe.maxBytes = max(1, limits.maxBytes / 16)
+        self.stripes = (0..<16).map { _ in AuditedLock(HistoryStore(limits: perStripe)) }
     }
 
     /// What an entry costs beyond its frame bytes, as measured (LoadTests/history: ~730 bytes of

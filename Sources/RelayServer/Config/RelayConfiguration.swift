@@ -8,19 +8,8 @@ import RelayCore
 /// setting's declared default (`ConfigurationLoader.settings`), so every default is written
 /// once. Properties that no setting writes keep the defaults written here.
 public struct RelayConfiguration: Sendable {
-    public enum JWTAlgorithm: Sendable, Equatable {
-        /// HMAC-SHA256 with a shared secret (at least 32 bytes).
-        case hs256(secret: String)
-        /// ECDSA P-256 with the backend's public key (PEM).
-        case es256(publicKeyPEM: String)
-
-        public var name: String {
-            switch self {
-            case .hs256: return "HS256"
-            case .es256: return "ES256"
-            }
-        }
-    }
+    /// How client tokens are signed (declared with the token verifier).
+    public typealias JWTAlgorithm = TokenAlgorithm
 
     public var host = ""
     public var port = 0

@@ -24,14 +24,14 @@ struct ClientEventExecutor {
 
     /// Returns the ack payload, or `nil` when the ack is sent later (or not wanted).
     private func execute(_ event: ClientEvent, ackID: Int64?) throws(RelayError) -> JSONValue? {
-        let shard = socket.shard
+        let partition = socket.partition
         let connectionID = socket.connectionID
         let ok = JSONValue.object([("ok", true)])
         switch event {
         case .join(let room):
             guard user.rooms.allows(room) else { throw RelayError(.roomNotAuthorized, "your token does not allow \(room)") }
             let alreadyMember = hub.rooms.isMember(room: room, connection: connectionID)
-            let presence = try hub.join(room: room, sink: socket, user: user.userID, on: shard)
+            let presence = try hub.join(room: room, sink: socket, user: user.userID, on: partition)
             // Acked once this node receives the room's events (and its offset is read after that).
             let broker = hub.backends.broker, loop = socket.eventLoop
             let head = broker.whenSubscribed(.room(room), on: loop).recover { _ in }.flatMap { broker.head(of: .room(room), on: loop) }
@@ -46,14 +46,14 @@ struct ClientEventExecutor {
             ackLater(reply, ackID: ackID, event: event.name)
             return nil
         case .leave(let room):
-            guard hub.leave(room: room, connection: connectionID, on: shard) else { throw RelayError(.notInRoom) }
+            guard hub.leave(room: room, connection: connectionID, on: partition) else { throw RelayError(.notInRoom) }
             socket.connectState.unfollow(.room(room))
             return ok
         case .presence(let room):
             guard user.rooms.allows(room) || hub.rooms.isMember(room: room, connection: connectionID) else {
                 throw RelayError(.roomNotAuthorized, "your token does not allow \(room)")
             }
-            ackLater(hub.presence.presence(room: room, on: shard.eventLoop).map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID, event: event.name)
+            ackLater(hub.presence.presence(room: room, on: partition.eventLoop).map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID, event: event.name)
             return nil
         case .typing(let room, let isTyping):
             try requireMember(room)

@@ -103,7 +103,7 @@ struct ConnectSetup {
         socket.connectState.register(user, holdingIn: held)
         do throws(RelayError) {
             try hub.register(
-                socket, sid: sid, user: user.userID, on: socket.shard, deflate: socket.handshake.deflate != nil, ip: socket.handshake.remoteIP,
+                socket, sid: sid, user: user.userID, on: socket.partition, deflate: socket.handshake.deflate != nil, ip: socket.handshake.remoteIP,
                 takesOffsets: socket.connectState.takesOffsets)
         } catch {
             socket.connectState.registrationRefused()
@@ -131,11 +131,11 @@ struct ConnectSetup {
         let takesOffsets = socket.connectState.takesOffsets
         let plain = request.rooms.isEmpty && !takesOffsets
         guard register(user, sid: socket.sid, holding: !plain) else { return }
-        let shard = socket.shard
+        let partition = socket.partition
         if takesOffsets {
-            let pid = SessionID.makeSecret()
+            let pid = RandomID.makeSecret()
             socket.connectState.assign(pid: pid)
-            hub.handover.track(pid: pid, connection: socket.connectionID, on: shard)
+            hub.handover.track(pid: pid, connection: socket.connectionID, on: partition)
         }
         var joined: [String] = []
         var refused: [(room: String, code: String)] = []
@@ -145,7 +145,7 @@ struct ConnectSetup {
                 continue
             }
             do throws(RelayError) {
-                _ = try hub.join(room: room, sink: socket, user: user.userID, on: shard)
+                _ = try hub.join(room: room, sink: socket, user: user.userID, on: partition)
                 joined.append(room)
             } catch {
                 refused.append((room, error.code.rawValue))
@@ -184,7 +184,7 @@ struct ConnectSetup {
 
     /// The client came back with the `pid` of a kept session: same user, and every stream's
     /// history reaching back to where the socket was, or it is a new session.
-    private func recover(_ record: SessionRecord, user: AuthenticatedUser, request: ConnectRequest) {
+    private func recover(_ record: KeptSession, user: AuthenticatedUser, request: ConnectRequest) {
         switch RecoveryPlan(recovering: record, as: user, request: request) {
         case .startFresh(let why):
             connectFresh(user, request: request, recovery: why)
@@ -204,18 +204,18 @@ struct ConnectSetup {
     /// Registers under the old `sid`, rejoins the rooms, reads what came since the first read,
     /// then answers and replays.
     private func resume(
-        _ record: SessionRecord, user: AuthenticatedUser, rooms: [String], cuts: [StreamKey: StreamOffset],
+        _ record: KeptSession, user: AuthenticatedUser, rooms: [String], cuts: [StreamKey: StreamOffset],
         before: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]]
     ) {
         guard register(user, sid: record.socketSID, holding: true) else { return }
-        let shard = socket.shard
+        let partition = socket.partition
         socket.connectState.assign(pid: record.pid)
-        hub.handover.track(pid: record.pid, connection: socket.connectionID, on: shard)
+        hub.handover.track(pid: record.pid, connection: socket.connectionID, on: partition)
         socket.connectState.follow(.user(user.userID), from: cuts[.user(user.userID)] ?? .zero)
         var restored: [String] = []
         for room in rooms {
             do throws(RelayError) {
-                _ = try hub.join(room: room, sink: socket, user: user.userID, on: shard)
+                _ = try hub.join(room: room, sink: socket, user: user.userID, on: partition)
                 restored.append(room)
                 socket.connectState.follow(.room(room), from: cuts[.room(room)] ?? .zero)
             } catch {
@@ -258,7 +258,7 @@ struct ConnectSetup {
     /// Answers the recovered CONNECT, then writes what the socket missed (both reads, in one
     /// order) and what was held meanwhile.
     private func replay(
-        _ record: SessionRecord, user: AuthenticatedUser, rooms: [String], reached: [StreamKey: StreamOffset],
+        _ record: KeptSession, user: AuthenticatedUser, rooms: [String], reached: [StreamKey: StreamOffset],
         before: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]], later: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]]
     ) {
         var missed: [(position: StreamPosition, message: OutboundMessage)] = []
@@ -342,7 +342,7 @@ struct ConnectSetup {
     func unregister(_ user: AuthenticatedUser, end: ConnectionEnd) {
         if let pid = socket.connectState.pid { hub.handover.untrack(pid: pid, connection: socket.connectionID) }
         hub.unregister(
-            socket.connectionID, sid: socket.sid, user: user.userID, on: socket.shard, deflate: socket.handshake.deflate != nil,
+            socket.connectionID, sid: socket.sid, user: user.userID, on: socket.partition, deflate: socket.handshake.deflate != nil,
             takesOffsets: socket.connectState.takesOffsets)
         socket.relay.logger.info("disconnect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "reason": "\(end.metricLabel)"])
     }

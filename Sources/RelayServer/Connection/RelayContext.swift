@@ -20,7 +20,7 @@ public final class RelayContext: Sendable {
     /// Receipts each user may still write (across all of their sockets), per second.
     let receiptQuota: AuditedLock<KeyedRateLimiter>
     /// This node's long-polling sessions by Engine.IO sid.
-    let pollingSessions = PollingSessions()
+    let pollingSessions = PollingRegistry()
     private let nextID = AuditedLock<UInt64>(0)
 
     public convenience init(configuration: RelayConfiguration, hub: Hub, verifier: TokenVerifier, receipts: (any ReceiptStore)?, logger: Logger) {
@@ -53,7 +53,7 @@ public final class RelayContext: Sendable {
 }
 
 /// Random ids for `sid`s: 16 random bytes, base64url without padding.
-enum SessionID {
+enum RandomID {
     /// 88 random bits as 15 base64url characters: unguessable, and short enough for Swift to
     /// keep the string inline (no allocation per id, per session and per hub table entry).
     static func make() -> String {

@@ -6,7 +6,7 @@ import RelayCore
 /// upgrades a long-polling session accepted on another loop).
 enum SessionLink {
     case local(SocketSession, transport: ObjectIdentifier)
-    case remote(PollingSessions.Handle, transport: ObjectIdentifier)
+    case remote(PollingRegistry.Handle, transport: ObjectIdentifier)
 
     /// The session, when it lives on the caller's loop.
     var local: SocketSession? {
@@ -15,7 +15,7 @@ enum SessionLink {
     }
 
     /// Links an upgrade probe to its polling session; called on the WebSocket's loop.
-    static func probe(_ handle: PollingSessions.Handle, transport: WebSocketTransport, transportLoop: any EventLoop) -> SessionLink {
+    static func probe(_ handle: PollingRegistry.Handle, transport: WebSocketTransport, transportLoop: any EventLoop) -> SessionLink {
         if handle.loop === transportLoop {
             let session = handle.session.value
             session.probeOpened(transport)

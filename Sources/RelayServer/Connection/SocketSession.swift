@@ -36,7 +36,7 @@ final class SocketSession: ConnectionSink {
     private(set) var connectionID: ConnectionID
     let relay: RelayContext
     let handshake: HandshakeInfo
-    let shard: LoopShard
+    let partition: LoopPartition
     var session: EngineSession
     private var transports = SessionTransports()
     private var timer = SessionTimer()
@@ -50,7 +50,7 @@ final class SocketSession: ConnectionSink {
     var onAuthenticated: (() -> Void)?
     private var lifecycle = Lifecycle.open
 
-    var eventLoop: any EventLoop { shard.eventLoop }
+    var eventLoop: any EventLoop { partition.eventLoop }
     var configuration: RelayConfiguration { relay.configuration }
     var hub: Hub { relay.hub }
     /// The Socket.IO socket id (admin API, logs).
@@ -76,9 +76,9 @@ final class SocketSession: ConnectionSink {
         self.relay = relay
         self.handshake = handshake
         self.connectionID = relay.makeConnectionID()
-        self.shard = relay.hub.shard(for: eventLoop)
+        self.partition = relay.hub.partition(for: eventLoop)
         self.session = EngineSession(
-            shared: relay.sessionConfiguration, transport: transport, engineSID: SessionID.make(), socketSID: SessionID.make(),
+            shared: relay.sessionConfiguration, transport: transport, engineSID: RandomID.make(), socketSID: RandomID.make(),
             fallbackToken: handshake.queryToken ?? handshake.bearerToken, now: relay.hub.clock.monotonicMs())
         LiveObjects.created(.session)
     }
@@ -345,7 +345,7 @@ final class SocketSession: ConnectionSink {
         ConnectSetup(socket: self).unregister(user, end: .clientClosed)
         connectState = ConnectState()
         connectionID = relay.makeConnectionID()
-        session.renewSocketSID(SessionID.make())
+        session.renewSocketSID(RandomID.make())
     }
 
     /// Leaves the hub (rooms, presence, typing, live shares) once the transport is gone.

@@ -34,7 +34,7 @@ struct TokenRefresh {
         // Rooms the new token no longer allows are left (others see presence:leave).
         var left: [String] = []
         for room in hub.rooms.rooms(of: socket.connectionID).sorted() where !user.rooms.allows(room) {
-            if hub.leave(room: room, connection: socket.connectionID, on: socket.shard) {
+            if hub.leave(room: room, connection: socket.connectionID, on: socket.partition) {
                 socket.connectState.unfollow(.room(room))
                 left.append(room)
             }

@@ -16,7 +16,7 @@ public final class Publisher: Sendable {
         var origin: String? = nil
     }
 
-    let loops: [LoopShard]
+    let loops: [LoopPartition]
     let rooms: RoomDirectory
     let registry: ConnectionRegistry
     let broker: any Broker
@@ -25,7 +25,7 @@ public final class Publisher: Sendable {
     private let deflaters = DeflaterPool()
     private let deflateThresholdBytes: Int
 
-    init(loops: [LoopShard], rooms: RoomDirectory, registry: ConnectionRegistry, broker: any Broker, windows: EmitWindowService, deflateThresholdBytes: Int) {
+    init(loops: [LoopPartition], rooms: RoomDirectory, registry: ConnectionRegistry, broker: any Broker, windows: EmitWindowService, deflateThresholdBytes: Int) {
         self.loops = loops
         self.rooms = rooms
         self.registry = registry
@@ -154,7 +154,7 @@ public final class Publisher: Sendable {
     /// otherwise keep the rest of the room waiting until it is done, on loops with nothing to do.
     func deliver(room: String, message: OutboundMessage, partitions: [Int], excludeConnection: ConnectionID?, excludeUser: String?) {
         let message = message.withFrames()
-        let delivery = ShardDelivery.room(room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
+        let delivery = PartitionDelivery.room(room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
         if let local = postElsewhere(delivery, partitions: partitions, inline: message.stamp == nil) {
             local.deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)
         }
@@ -164,7 +164,7 @@ public final class Publisher: Sendable {
     /// for receipts).
     func deliver(user: String, _ message: OutboundMessage, partitions: [Int], skipMembersOf room: String?, excludeConnection: ConnectionID?) {
         let message = message.withFrames()
-        let delivery: ShardDelivery =
+        let delivery: PartitionDelivery =
             if let room {
                 .userOutsideRoom(user, message, room: room, excludeConnection: excludeConnection)
             } else {
@@ -176,14 +176,14 @@ public final class Publisher: Sendable {
     /// Posts `delivery` to each partition's loop, except the caller's own when `inline` allows
     /// running it there: that partition is returned, for the caller to deliver to once every
     /// other loop has its delivery.
-    private func postElsewhere(_ delivery: ShardDelivery, partitions: [Int], inline: Bool) -> LoopShard? {
-        var local: LoopShard?
+    private func postElsewhere(_ delivery: PartitionDelivery, partitions: [Int], inline: Bool) -> LoopPartition? {
+        var local: LoopPartition?
         for p in partitions {
-            let shard = loops[p]
-            if inline && local == nil && shard.eventLoop.inEventLoop {
-                local = shard
+            let partition = loops[p]
+            if inline && local == nil && partition.eventLoop.inEventLoop {
+                local = partition
             } else {
-                shard.post(delivery)
+                partition.post(delivery)
             }
         }
         return local

@@ -4,8 +4,8 @@ import RelayCore
 /// connections with their rooms, a kick.
 extension Hub {
     /// Where a public `sid` lives, for admin lookups and kicks.
-    public func locate(sid: String) -> (ConnectionID, LoopShard)? {
-        registry.locate(sid: sid).map { ($0.0, shards[$0.1]) }
+    public func locate(sid: String) -> (ConnectionID, LoopPartition)? {
+        registry.locate(sid: sid).map { ($0.0, partitions[$0.1]) }
     }
 
     /// A user's connections with their rooms, for the admin API.
@@ -17,8 +17,8 @@ extension Hub {
 
     /// Closes the connection with `sid` (admin kick). `false` if there is none.
     public func kick(sid: String, code: UInt16, reason: String) -> Bool {
-        guard let (id, shard) = locate(sid: sid) else { return false }
-        shard.eventLoop.execute { shard.sink(id)?.close(code: code, reason: reason) }
+        guard let (id, partition) = locate(sid: sid) else { return false }
+        partition.eventLoop.execute { partition.sink(id)?.close(code: code, reason: reason) }
         return true
     }
 }

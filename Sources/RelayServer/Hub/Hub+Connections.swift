@@ -5,44 +5,44 @@ import RelayCore
 /// live shares, presence), a room joined or left.
 extension Hub {
     /// Registers an authenticated connection. Called on the connection's loop.
-    public func register(_ sink: any ConnectionSink, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, ip: String = "", takesOffsets: Bool = false) throws(RelayError) {
-        let info = ConnectionInfo(sid: sid, user: user, ip: ip, connectedAtMs: clock.wallMs(), deflate: deflate, loop: shard.index)
+    public func register(_ sink: any ConnectionSink, sid: String, user: String, on partition: LoopPartition, deflate: Bool = false, ip: String = "", takesOffsets: Bool = false) throws(RelayError) {
+        let info = ConnectionInfo(sid: sid, user: user, ip: ip, connectedAtMs: clock.wallMs(), deflate: deflate, loop: partition.index)
         try registry.register(info, id: sink.connectionID, takesOffsets: takesOffsets)
         metrics.connections.increment()
-        shard.add(sink, user: user)
+        partition.add(sink, user: user)
     }
 
     /// Removes a connection: leaves its rooms (presence), stops its typing and live shares.
     /// Called on the connection's loop when it closes.
-    public func unregister(_ id: ConnectionID, sid: String, user: String, on shard: LoopShard, deflate: Bool = false, takesOffsets: Bool = false) {
+    public func unregister(_ id: ConnectionID, sid: String, user: String, on partition: LoopPartition, deflate: Bool = false, takesOffsets: Bool = false) {
         registry.unregister(id, sid: sid, user: user, deflate: deflate, takesOffsets: takesOffsets, wallNow: clock.wallMs())
         let leaves = rooms.leaveAll(connection: id)
         for leave in leaves {
             typing.connectionLeft(id, room: leave.room)
-            shard.leave(room: leave.room, id)
+            partition.leave(room: leave.room, id)
         }
-        shard.remove(id)
+        partition.remove(id)
         metrics.connections.decrement()
-        for leave in leaves { presence.left(leave, exclude: nil, on: shard.eventLoop) }
+        for leave in leaves { presence.left(leave, exclude: nil, on: partition.eventLoop) }
         locations.connectionClosed(id)
     }
 
-    /// Joins a room; the future (on the shard's loop) gives the presence list, the joiner
+    /// Joins a room; the future (on the partition's loop) gives the presence list, the joiner
     /// included — cluster-wide when the node is in a cluster and Redis is up, this node's
     /// otherwise.
-    public func join(room: String, sink: any ConnectionSink, user: String, on shard: LoopShard) throws(RelayError) -> EventLoopFuture<[PresenceEntry]> {
-        let (joined, update) = try rooms.join(room: room, connection: sink.connectionID, user: user, partition: shard.index)
-        shard.join(room: room, sink)
+    public func join(room: String, sink: any ConnectionSink, user: String, on partition: LoopPartition) throws(RelayError) -> EventLoopFuture<[PresenceEntry]> {
+        let (joined, update) = try rooms.join(room: room, connection: sink.connectionID, user: user, partition: partition.index)
+        partition.join(room: room, sink)
         return presence.joined(
-            room: room, user: user, update: update, alreadyMember: joined.alreadyMember, exclude: sink.connectionID, on: shard.eventLoop)
+            room: room, user: user, update: update, alreadyMember: joined.alreadyMember, exclude: sink.connectionID, on: partition.eventLoop)
     }
 
     /// Leaves a room; `false` if the connection was not in it.
-    public func leave(room: String, connection id: ConnectionID, on shard: LoopShard) -> Bool {
+    public func leave(room: String, connection id: ConnectionID, on partition: LoopPartition) -> Bool {
         guard let left = rooms.leave(room: room, connection: id) else { return false }
         typing.connectionLeft(id, room: room)
-        shard.leave(room: room, id)
-        presence.left(left, exclude: id, on: shard.eventLoop)
+        partition.leave(room: room, id)
+        presence.left(left, exclude: id, on: partition.eventLoop)
         locations.connectionLeft(id, room: room)
         return true
     }

@@ -10,13 +10,14 @@ import ServiceLifecycle
 /// total), the `RoomDirectory` (members, presence, each connection's rooms), the `Publisher`
 /// (audience → broker → event loops), `PresenceAnnouncer`, `TypingService`,
 /// `LiveLocationService` and `EmitWindowService` (each with its own timer), `RecoveryHandover`
-/// and `SessionRevocations`. Per-socket and per-loop state is not here: each event loop's
-/// `LoopShard` holds its own sockets and local room members, walked without a lock.
+/// and `Revocations`. Per-socket and per-loop state is not here: each event loop's
+/// `LoopPartition` holds its own sockets and local room members, walked without a lock.
 public final class Hub: Sendable {
     /// How many lock stripes each kind of state is split over by default (Centrifuge's hub: 64).
-    public static let defaultLockShards = 64
+    public static let defaultLockStripes = 64
 
-    public let shards: [LoopShard]
+    /// The event loops' partitions of the sockets, by loop index.
+    public let partitions: [LoopPartition]
     public let clock: RelayClock
     public let metrics: RelayMetrics
     /// Memory or Redis, chosen once where the node is assembled.
@@ -28,26 +29,26 @@ public final class Hub: Sendable {
     public let typing: TypingService
     let locations: LiveLocationService
     let handover: RecoveryHandover
-    let revocations: SessionRevocations
+    let revocations: Revocations
 
     public convenience init(
         eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(),
         cluster: ClusterBus? = nil, webhooks: Webhooks? = nil, logger: Logger = Logger(label: "relay.hub"),
-        broker: (any Broker)? = nil, lockShards: Int = Hub.defaultLockShards
+        broker: (any Broker)? = nil, lockStripes: Int = Hub.defaultLockStripes
     ) {
         let backends = NodeBackends.make(configuration: configuration, clock: clock, cluster: cluster, webhooks: webhooks, broker: broker)
-        self.init(eventLoops: eventLoops, configuration: configuration, backends: backends, clock: clock, metrics: metrics, lockShards: lockShards)
+        self.init(eventLoops: eventLoops, configuration: configuration, backends: backends, clock: clock, metrics: metrics, lockStripes: lockStripes)
     }
 
     public init(
         eventLoops: [any EventLoop], configuration: RelayConfiguration, backends: NodeBackends, clock: RelayClock = .system,
-        metrics: RelayMetrics = RelayMetrics(), lockShards: Int = Hub.defaultLockShards
+        metrics: RelayMetrics = RelayMetrics(), lockStripes: Int = Hub.defaultLockStripes
     ) {
         precondition(!eventLoops.isEmpty)
         // Rounded up to a power of two by `LockStripes`; 1 is one lock per kind of state (the
         // lock benchmark compares it with the default).
-        let stripes = max(1, lockShards)
-        let shards = eventLoops.enumerated().map { LoopShard(index: $0.offset, eventLoop: $0.element, metrics: metrics) }
+        let stripes = max(1, lockStripes)
+        let partitions = eventLoops.enumerated().map { LoopPartition(index: $0.offset, eventLoop: $0.element, metrics: metrics) }
         let timerLoop = eventLoops[0]
         let broker = backends.broker
         let registry = ConnectionRegistry(
@@ -58,9 +59,9 @@ public final class Hub: Sendable {
             broker: broker, webhooks: backends.webhooks)
         let windows = EmitWindowService(timerLoop: timerLoop, clock: clock, metrics: metrics)
         let publisher = Publisher(
-            loops: shards, rooms: rooms, registry: registry, broker: broker, windows: windows,
+            loops: partitions, rooms: rooms, registry: registry, broker: broker, windows: windows,
             deflateThresholdBytes: configuration.deflateThresholdBytes)
-        self.shards = shards
+        self.partitions = partitions
         self.clock = clock
         self.metrics = metrics
         self.backends = backends
@@ -73,9 +74,9 @@ public final class Hub: Sendable {
             windowMs: configuration.typingWindowMs, expiryMs: configuration.typingExpiryMs, stripes: stripes, timerLoop: timerLoop, clock: clock,
             publisher: publisher)
         self.locations = LiveLocationService(timerLoop: timerLoop, clock: clock, publisher: publisher)
-        self.handover = RecoveryHandover(stripes: stripes, loops: shards, kept: backends.keptSessions, broker: broker)
-        self.revocations = SessionRevocations(
-            ttlSeconds: configuration.revocationTTLSeconds, registry: registry, loops: shards, kept: backends.keptSessions, broker: broker,
+        self.handover = RecoveryHandover(stripes: stripes, loops: partitions, kept: backends.keptSessions, broker: broker)
+        self.revocations = Revocations(
+            ttlSeconds: configuration.revocationTTLSeconds, registry: registry, loops: partitions, kept: backends.keptSessions, broker: broker,
             clock: clock, metrics: metrics)
         wire(windows: windows, timerLoop: timerLoop)
     }
@@ -102,12 +103,12 @@ public final class Hub: Sendable {
     }
 
     /// The partition of the loop a channel lives on.
-    public func shard(for loop: any EventLoop) -> LoopShard {
+    public func partition(for loop: any EventLoop) -> LoopPartition {
         let id = ObjectIdentifier(loop)
-        guard let shard = shards.first(where: { ObjectIdentifier($0.eventLoop) == id }) else {
+        guard let partition = partitions.first(where: { ObjectIdentifier($0.eventLoop) == id }) else {
             preconditionFailure("event loop is not served by this hub")
         }
-        return shard
+        return partition
     }
 
     public var connectionCount: Int { registry.connectionCount }
@@ -115,8 +116,8 @@ public final class Hub: Sendable {
     /// Background work of the node, run by the service group next to the server: the loops'
     /// lag monitor, the memory history's trims.
     var backgroundServices: [any Service] {
-        var services: [any Service] = [LagMonitor(loops: shards.map(\.eventLoop), metrics: metrics)]
-        if let memory = backends.broker as? MemoryBroker { services.append(HistoryTrimmer(broker: memory, loop: shards[0].eventLoop)) }
+        var services: [any Service] = [LagMonitor(loops: partitions.map(\.eventLoop), metrics: metrics)]
+        if let memory = backends.broker as? MemoryBroker { services.append(HistoryTrimmer(broker: memory, loop: partitions[0].eventLoop)) }
         return services
     }
 

@@ -6,7 +6,7 @@ import RelayCore
 /// which kind it has.
 public struct NodeBackends: Sendable {
     public let broker: any Broker
-    public let keptSessions: any SessionStore
+    public let keptSessions: any KeptSessionStore
     public let presence: any PresenceManager
     public let cluster: ClusterBus?
     public let webhooks: Webhooks?
@@ -22,12 +22,12 @@ public struct NodeBackends: Sendable {
         if let cluster {
             return NodeBackends(
                 broker: RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs),
-                keptSessions: RedisSessionStore(redis: cluster.redis, maxPerUser: keptPerUser),
+                keptSessions: RedisKeptSessionStore(redis: cluster.redis, maxPerUser: keptPerUser),
                 presence: RedisPresenceManager(bus: cluster), cluster: cluster, webhooks: webhooks)
         }
         return NodeBackends(
             broker: broker ?? MemoryBroker(limits: limits, wallMs: clock.wallMs),
-            keptSessions: MemorySessionStore(wallMs: clock.wallMs, maxPerUser: keptPerUser),
+            keptSessions: MemoryKeptSessionStore(wallMs: clock.wallMs, maxPerUser: keptPerUser),
             presence: MemoryPresenceManager(), cluster: nil, webhooks: webhooks)
     }
 }

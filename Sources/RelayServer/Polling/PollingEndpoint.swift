@@ -99,7 +99,7 @@ struct PollingEndpoint {
 
     /// A `GET`, on the session's loop. Right after the upgrade, a client that was polling may
     /// still have one on its way: it gets a `noop` it ignores, not an error.
-    private static func poll(_ handle: PollingSessions.Handle, _ promise: EventLoopPromise<HTTPResponse>) {
+    private static func poll(_ handle: PollingRegistry.Handle, _ promise: EventLoopPromise<HTTPResponse>) {
         let transport = handle.transport.value
         guard transport.upgraded else { return transport.poll(promise) }
         let socket = handle.session.value
@@ -114,7 +114,7 @@ struct PollingEndpoint {
     /// upgrade's `5` (socket.io-client-swift does not wait for the answer to its CONNECT `POST`)
     /// is still the session's for a moment after the upgrade. A body that broke the protocol or
     /// a limit is answered 400 (the session is gone).
-    private static func push(_ body: [UInt8], to handle: PollingSessions.Handle) -> HTTPResponse {
+    private static func push(_ body: [UInt8], to handle: PollingRegistry.Handle) -> HTTPResponse {
         let socket = handle.session.value
         let transport = handle.transport.value
         if transport.closed {
@@ -145,7 +145,7 @@ struct PollingEndpoint {
         let transport = PollingTransport(
             eventLoop: loop, softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes,
             maxMessages: c.outboundMaxQueuedMessages, holdMs: Int64(c.pingIntervalMs + c.pingTimeoutMs))
-        let handle = PollingSessions.Handle(
+        let handle = PollingRegistry.Handle(
             session: NIOLoopBound(session, eventLoop: loop), transport: NIOLoopBound(transport, eventLoop: loop), loop: loop,
             authenticated: ManagedAtomic(false), postInFlight: ManagedAtomic(false))
         let sessions = relay.pollingSessions

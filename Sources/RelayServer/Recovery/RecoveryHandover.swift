@@ -7,11 +7,11 @@ import RelayCore
 /// striped by pid, and takes kept sessions from the store.
 final class RecoveryHandover: Sendable {
     private let pids: LockStripes<[String: (ConnectionID, Int)]>
-    private let loops: [LoopShard]
-    private let kept: any SessionStore
+    private let loops: [LoopPartition]
+    private let kept: any KeptSessionStore
     private let broker: any Broker
 
-    init(stripes: Int, loops: [LoopShard], kept: any SessionStore, broker: any Broker) {
+    init(stripes: Int, loops: [LoopPartition], kept: any KeptSessionStore, broker: any Broker) {
         self.pids = LockStripes(count: stripes) { [:] }
         self.loops = loops
         self.kept = kept
@@ -19,8 +19,8 @@ final class RecoveryHandover: Sendable {
     }
 
     /// A socket of this node answers to `pid` now.
-    func track(pid: String, connection: ConnectionID, on shard: LoopShard) {
-        pids.stripe(for: pid).withLockedValue { $0[pid] = (connection, shard.index) }
+    func track(pid: String, connection: ConnectionID, on partition: LoopPartition) {
+        pids.stripe(for: pid).withLockedValue { $0[pid] = (connection, partition.index) }
     }
 
     /// The socket ended; a later socket with the same pid (a recovered one) is left tracked.
@@ -33,9 +33,9 @@ final class RecoveryHandover: Sendable {
     /// Asks the live socket of this node with `pid` to close and keep its session for recovery.
     /// Completes on `loop` with whether it did (`false`: no such socket, or another user's).
     func handOver(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<Bool> {
-        guard let (id, partition) = pids.stripe(for: pid).withLockedValue({ $0[pid] }) else { return loop.makeSucceededFuture(false) }
-        let shard = loops[partition]
-        return shard.eventLoop.submit { shard.sink(id)?.handOver(pid: pid, user: user) ?? false }.hop(to: loop)
+        guard let (id, index) = pids.stripe(for: pid).withLockedValue({ $0[pid] }) else { return loop.makeSucceededFuture(false) }
+        let partition = loops[index]
+        return partition.eventLoop.submit { partition.sink(id)?.handOver(pid: pid, user: user) ?? false }.hop(to: loop)
     }
 
     /// How long a reconnect waits, in steps, for another node to hand a live connection over
@@ -46,7 +46,7 @@ final class RecoveryHandover: Sendable {
     /// Takes the session kept for `pid`, for `user`. Not kept: a live connection with that pid
     /// on this node hands it over, or, in a cluster, the node that has one is asked to (and the
     /// take is retried while it does).
-    func takeKeptSession(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<SessionTake> {
+    func takeKeptSession(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<KeptSessionTake> {
         kept.take(pid: pid, user: user, on: loop).flatMap { first in
             guard case .notFound = first else { return loop.makeSucceededFuture(first) }
             // Taken again whatever the answer: the old connection may have ended (and its
@@ -61,7 +61,7 @@ final class RecoveryHandover: Sendable {
         }
     }
 
-    private func retryTake(pid: String, user: String, on loop: any EventLoop, waits: ArraySlice<Int64>) -> EventLoopFuture<SessionTake> {
+    private func retryTake(pid: String, user: String, on loop: any EventLoop, waits: ArraySlice<Int64>) -> EventLoopFuture<KeptSessionTake> {
         guard let wait = waits.first else { return loop.makeSucceededFuture(.notFound) }
         return loop.scheduleTask(in: .milliseconds(wait)) {}.futureResult.flatMap {
             self.kept.take(pid: pid, user: user, on: loop)

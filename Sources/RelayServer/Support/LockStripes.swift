@@ -4,7 +4,7 @@ import RelayCore
 /// A fixed number of locks ("stripes"), each guarding the part of a keyed state whose keys hash
 /// to it (Centrifuge's hub does the same with 64 shards by channel). Two operations contend only
 /// when their keys land on the same stripe. Not to be confused with an event loop's partition
-/// of the sockets (`LoopShard`), which needs no lock.
+/// of the sockets (`LoopPartition`), which needs no lock.
 struct LockStripes<Value: Sendable>: Sendable {
     let boxes: [AuditedLock<Value>]
     private let mask: Int

@@ -11,14 +11,14 @@ final class WebSocketEchoHandler: ChannelInboundHandler {
 
     private var reader: WebSocketMessageReader
     private let deflate: PerMessageDeflateNegotiation?
-    private let shard: LoopShard
+    private let partition: LoopPartition
     private let thresholdBytes: Int
     private var closing = false
 
-    init(maxMessageBytes: Int, deflate: PerMessageDeflateNegotiation?, shard: LoopShard, thresholdBytes: Int) {
-        self.reader = WebSocketMessageReader(maxMessageBytes: maxMessageBytes, inflater: deflate != nil ? shard.inflater : nil)
+    init(maxMessageBytes: Int, deflate: PerMessageDeflateNegotiation?, partition: LoopPartition, thresholdBytes: Int) {
+        self.reader = WebSocketMessageReader(maxMessageBytes: maxMessageBytes, inflater: deflate != nil ? partition.inflater : nil)
         self.deflate = deflate
-        self.shard = shard
+        self.partition = partition
         self.thresholdBytes = thresholdBytes
     }
 
@@ -29,7 +29,7 @@ final class WebSocketEchoHandler: ChannelInboundHandler {
             break
         case .message(let opcode, let buffer):
             if let deflate, buffer.readableBytes >= thresholdBytes {
-                let compressed = shard.deflater(windowBits: deflate.serverMaxWindowBits).compress(buffer, allocator: context.channel.allocator)
+                let compressed = partition.deflater(windowBits: deflate.serverMaxWindowBits).compress(buffer, allocator: context.channel.allocator)
                 context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, rsv1: true, opcode: opcode, data: compressed)), promise: nil)
             } else {
                 context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: opcode, data: buffer)), promise: nil)

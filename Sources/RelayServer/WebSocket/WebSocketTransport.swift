@@ -40,10 +40,10 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// The channel's writability, as its last `channelWritabilityChanged` said (read per
     /// delivery: cheaper than asking the channel).
     private var writable = true
-    var shard: LoopShard?
+    var partition: LoopPartition?
     /// The session: its own (a new session) or a polling session's (an upgrade probe).
     private(set) var link: SessionLink?
-    private let probeOf: PollingSessions.Handle?
+    private let probeOf: PollingRegistry.Handle?
     private var outbound: OutboundQueue<OutboundMessage>
     private var reader: WebSocketMessageReader?
     /// The pre-authentication frame guard, removed once CONNECT succeeded.
@@ -59,7 +59,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     var hub: Hub { relay.hub }
 
     /// - Parameter probeOf: the polling session this socket upgrades (its URL had a `sid`).
-    init(relay: RelayContext, handshake: HandshakeInfo, frameGuard: FrameSizeGuard? = nil, probeOf: PollingSessions.Handle? = nil) {
+    init(relay: RelayContext, handshake: HandshakeInfo, frameGuard: FrameSizeGuard? = nil, probeOf: PollingRegistry.Handle? = nil) {
         self.relay = relay
         self.handshake = HandshakeBox(info: handshake)
         self.deflate = handshake.deflate
@@ -81,7 +81,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         self.context = context
         self.rawContext = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
         self.writable = context.channel.isWritable
-        self.shard = hub.shard(for: context.eventLoop)
+        self.partition = hub.partition(for: context.eventLoop)
         if let probeOf {
             link = SessionLink.probe(probeOf, transport: self, transportLoop: context.eventLoop)
         } else if let handshake = handshake?.info {
@@ -120,7 +120,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         guard !closing else { return }
         // Until CONNECT succeeded, messages are held to the small pre-authentication limit.
         var reader = self.reader ?? WebSocketMessageReader(
-            maxMessageBytes: configuration.maxConnectPayload, inflater: deflate != nil ? shard?.inflater : nil)
+            maxMessageBytes: configuration.maxConnectPayload, inflater: deflate != nil ? partition?.inflater : nil)
         let output = reader.read(frame, allocator: context.channel.allocator)
         self.reader = reader
         switch output {
@@ -243,12 +243,12 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// and the message is over the threshold, reusing the fan-out's shared compressed bytes when
     /// the client accepts a full window.
     private func frame(for message: OutboundMessage, allocator: ByteBufferAllocator) -> WebSocketFrame {
-        if let deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes, let shard {
+        if let deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes, let partition {
             let compressed: ByteBuffer
             if deflate.serverMaxWindowBits == 15, let shared = message.compressed {
                 compressed = shared
             } else {
-                compressed = shard.deflater(windowBits: deflate.serverMaxWindowBits).compress(message.bytes, allocator: allocator)
+                compressed = partition.deflater(windowBits: deflate.serverMaxWindowBits).compress(message.bytes, allocator: allocator)
             }
             return WebSocketFrame(fin: true, rsv1: true, opcode: .text, data: compressed)
         }

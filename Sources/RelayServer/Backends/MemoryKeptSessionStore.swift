@@ -4,7 +4,7 @@ import RelayCore
 
 /// Sessions of a single node, in memory (`KeptSessions`: bounded in all and per user, the
 /// oldest out first, O(1) under the lock).
-public final class MemorySessionStore: SessionStore {
+public final class MemoryKeptSessionStore: KeptSessionStore {
     private let state: AuditedLock<KeptSessions>
     private let wallMs: @Sendable () -> Int64
 
@@ -13,14 +13,14 @@ public final class MemorySessionStore: SessionStore {
         self.state = AuditedLock(KeptSessions(maxRecords: maxRecords, maxPerUser: maxPerUser))
     }
 
-    public func put(_ record: SessionRecord, windowMs: Int64) {
+    public func put(_ record: KeptSession, windowMs: Int64) {
         let now = wallMs()
         state.withLockedValue { _ = $0.put(record, nowMs: now, windowMs: windowMs) }
     }
 
-    public func take(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<SessionTake> {
+    public func take(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<KeptSessionTake> {
         let now = wallMs()
-        let result = state.withLockedValue { kept -> SessionTake in
+        let result = state.withLockedValue { kept -> KeptSessionTake in
             switch kept.take(pid: pid, user: user, nowMs: now) {
             case .taken(let record): return .taken(record)
             case .notFound: return .notFound

@@ -1,7 +1,7 @@
 /// A disconnected socket kept for connection state recovery: who it was, its rooms and its
 /// position in each of its streams. Kept in memory, or as JSON in Redis so that another node
 /// can recover it.
-public struct SessionRecord: Sendable, Equatable {
+public struct KeptSession: Sendable, Equatable {
     public var pid: String
     public var socketSID: String
     public var userID: String

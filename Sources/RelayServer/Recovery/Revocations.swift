@@ -6,16 +6,16 @@ import RelayCore
 /// on every node is closed (4004), and optionally every token issued before now is refused from
 /// then on, cluster-wide. Revocations are kept in memory and in the session store (Redis in a
 /// cluster) for `ttlSeconds`, at least the longest token lifetime.
-final class SessionRevocations: Sendable {
+final class Revocations: Sendable {
     private let revoked: AuditedLock<RevocationList>
     private let registry: ConnectionRegistry
-    private let loops: [LoopShard]
-    private let kept: any SessionStore
+    private let loops: [LoopPartition]
+    private let kept: any KeptSessionStore
     private let broker: any Broker
     private let clock: RelayClock
     private let metrics: RelayMetrics
 
-    init(ttlSeconds: Int64, registry: ConnectionRegistry, loops: [LoopShard], kept: any SessionStore, broker: any Broker, clock: RelayClock, metrics: RelayMetrics) {
+    init(ttlSeconds: Int64, registry: ConnectionRegistry, loops: [LoopPartition], kept: any KeptSessionStore, broker: any Broker, clock: RelayClock, metrics: RelayMetrics) {
         self.revoked = AuditedLock(RevocationList(ttlSeconds: ttlSeconds))
         self.registry = registry
         self.loops = loops
@@ -63,9 +63,9 @@ final class SessionRevocations: Sendable {
     private func endLocalSessions(of user: String) -> Int {
         let (ids, partitions) = registry.connections(of: user)
         for p in partitions {
-            let shard = loops[p]
-            let close: @Sendable () -> Void = { shard.close(user: user, code: CloseCode.kicked, reason: "session ended by the backend") }
-            if shard.eventLoop.inEventLoop { close() } else { shard.eventLoop.execute(close) }
+            let partition = loops[p]
+            let close: @Sendable () -> Void = { partition.close(user: user, code: CloseCode.kicked, reason: "session ended by the backend") }
+            if partition.eventLoop.inEventLoop { close() } else { partition.eventLoop.execute(close) }
         }
         metrics.sessionsEnded.increment(by: Int64(ids.count))
         return ids.count

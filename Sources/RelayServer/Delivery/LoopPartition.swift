@@ -4,11 +4,11 @@ import RelayCore
 
 /// The connections that live on one event loop and their local room and user membership.
 ///
-/// Confined to its loop: every method must be called on `eventLoop`. Fan-out reaches a shard
+/// Confined to its loop: every method must be called on `eventLoop`. Fan-out reaches a partition
 /// with one hop per event and delivers to all its local recipients from there.
 /// (`@unchecked Sendable`: its mutable state is only touched on `eventLoop`, which every method
 /// that touches it checks with `preconditionInEventLoop`; the inbox has its own lock.)
-public final class LoopShard: @unchecked Sendable {
+public final class LoopPartition: @unchecked Sendable {
     public let index: Int
     public let eventLoop: any EventLoop
     private var connections: [ConnectionID: any ConnectionSink] = [:]
@@ -78,13 +78,13 @@ public final class LoopShard: @unchecked Sendable {
     }
 
     /// Deliveries posted from any thread (`post`), run in order by one task per batch.
-    private let inbox = AuditedLock(ShardInbox())
+    private let inbox = AuditedLock(PartitionInbox())
     /// The drained batch's buffer, kept between batches (loop-confined).
-    private var batch: [ShardDelivery] = []
+    private var batch: [PartitionDelivery] = []
 
     /// Hands a delivery to this loop: it runs after every delivery posted before it, in a batch
     /// with those posted while the drain was pending. Callable from any thread, with locks held.
-    func post(_ delivery: ShardDelivery) {
+    func post(_ delivery: PartitionDelivery) {
         let schedule = inbox.withLockedValue { $0.append(delivery) }
         if schedule { eventLoop.execute { [self] in drainInbox() } }
     }
@@ -127,7 +127,7 @@ public final class LoopShard: @unchecked Sendable {
     /// cache, instead of in a second, cold walk whose only gain is joining a socket's events
     /// into one `writev`. A socket in two of those rooms is flushed twice: one more syscall,
     /// nothing lost. A larger batch (the loop fell behind) keeps the joined flush.
-    static func writesEachSocketOnce(_ batch: [ShardDelivery]) -> Bool {
+    static func writesEachSocketOnce(_ batch: [PartitionDelivery]) -> Bool {
         if batch.count == 1 { return true }
         guard batch.count <= maxFlushAtOnceBatch else { return false }
         for i in batch.indices {
@@ -143,7 +143,7 @@ public final class LoopShard: @unchecked Sendable {
     static let maxFlushAtOnceBatch = 8
 
     /// Runs one delivery now (on this loop).
-    func perform(_ delivery: ShardDelivery) {
+    func perform(_ delivery: PartitionDelivery) {
         switch delivery {
         case .room(let room, let message, let excludeConnection, let excludeUser):
             deliver(room: room, message, excludeConnection: excludeConnection, excludeUser: excludeUser)

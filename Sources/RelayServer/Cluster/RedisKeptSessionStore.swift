@@ -4,7 +4,7 @@ import RelayRedis
 
 /// Sessions in Redis: `relay:session:<pid>` with the record as JSON, expiring with the window,
 /// taken with GETDEL (atomically: two nodes never both recover one session).
-public final class RedisSessionStore: SessionStore {
+public final class RedisKeptSessionStore: KeptSessionStore {
     let redis: RedisClient
     /// Records kept per user: the oldest past it are deleted (`relay:sessions-of:<user>` lists
     /// a user's records in the order they were kept).
@@ -32,7 +32,7 @@ public final class RedisSessionStore: SessionStore {
         return 1
         """
 
-    public func put(_ record: SessionRecord, windowMs: Int64) {
+    public func put(_ record: KeptSession, windowMs: Int64) {
         guard redis.isUp else { return }
         _ = redis.send([
             "EVAL", Self.putScript, "2", Self.key(record.pid), Self.userKey(record.userID),
@@ -77,12 +77,12 @@ public final class RedisSessionStore: SessionStore {
         return {1, v}
         """
 
-    public func take(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<SessionTake> {
-        redis.send(["EVAL", Self.takeScript, "2", Self.key(pid), Self.userKey(user), user]).map { reply -> SessionTake in
+    public func take(pid: String, user: String, on loop: any EventLoop) -> EventLoopFuture<KeptSessionTake> {
+        redis.send(["EVAL", Self.takeScript, "2", Self.key(pid), Self.userKey(user), user]).map { reply -> KeptSessionTake in
             guard let items = reply.elements, let status = items.first?.int else { return .notFound }
             switch status {
             case 1:
-                guard items.count == 2, let text = items[1].string, let json = try? JSONParser.parse(text), let record = SessionRecord(json: json) else {
+                guard items.count == 2, let text = items[1].string, let json = try? JSONParser.parse(text), let record = KeptSession(json: json) else {
                     return .notFound
                 }
                 return .taken(record)

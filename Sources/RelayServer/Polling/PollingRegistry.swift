@@ -6,7 +6,7 @@ import RelayCore
 /// Every long-polling session of this node by Engine.IO `sid`, so that each request (and the
 /// WebSocket that upgrades it) finds its session, whatever loop the request arrived on.
 /// Touched once per request, never per delivered event.
-final class PollingSessions: Sendable {
+final class PollingRegistry: Sendable {
     /// A session and the loop it lives on; any thread may hold one, only that loop opens it.
     struct Handle: Sendable {
         let session: NIOLoopBound<SocketSession>
