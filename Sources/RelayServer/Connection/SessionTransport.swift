@@ -14,8 +14,22 @@ protocol SessionTransport: AnyObject {
     func authenticated()
     /// Asks the CPU for the objects a write touches, just before a fan-out writes (`Prefetch`).
     func prefetchChannel()
+
+    // A long-polling transport's part in the move to a WebSocket (nothing for a WebSocket):
+    /// The probe failed or closed before the upgrade: `GET`s are held again.
+    func probeEnded()
+    /// An upgrade probe answered `3probe`: the held `GET` (and every later one) gets a noop.
+    func releasePendingPoll()
+    /// What it still holds for the client, handed to the WebSocket that replaces it.
+    func takeUnsent() -> [OutboundMessage]
+    /// Replaced by the WebSocket: answers what it holds and forgets the session.
+    func closeForUpgrade()
 }
 
 extension SessionTransport {
     func prefetchChannel() {}
+    func probeEnded() {}
+    func releasePendingPoll() {}
+    func takeUnsent() -> [OutboundMessage] { [] }
+    func closeForUpgrade() {}
 }

@@ -14,9 +14,6 @@ struct SessionTransports {
     /// A flush of the current transport is scheduled after the tasks already queued on the loop.
     var flushScheduled = false
 
-    /// The current transport when it is long-polling.
-    var polling: PollingTransport? { current as? PollingTransport }
-
     /// Whether `id` names the probe.
     func isProbe(_ id: ObjectIdentifier) -> Bool {
         probe.map { ObjectIdentifier($0) == id } ?? false

@@ -116,7 +116,7 @@ final class SocketSession: ConnectionSink {
         if transports.isProbe(id) {
             transports.probe = nil
             session.probeClosed()
-            transports.polling?.probeEnded()
+            transports.current?.probeEnded()
             return
         }
         guard transports.isCurrent(id) else { return }
@@ -128,7 +128,7 @@ final class SocketSession: ConnectionSink {
     func transportFailed(_ id: ObjectIdentifier, code: UInt16, reason: String) {
         if transports.isProbe(id), let probe = transports.takeProbe() {
             session.probeClosed()
-            transports.polling?.probeEnded()
+            transports.current?.probeEnded()
             probe.close(code: code, reason: reason)
             return
         }
@@ -162,13 +162,13 @@ final class SocketSession: ConnectionSink {
                 let probe = transports.probe
                 probe?.send(OutboundMessage(bytes: ByteBuffer(bytes: bytes)))
                 probe?.flush()
-            case .releasePoll: transports.polling?.releasePendingPoll()
+            case .releasePoll: transports.current?.releasePendingPoll()
             case .upgraded: upgrade()
             case .abortProbe(let reason):
                 let probe = transports.probe
                 probe?.close(code: CloseCode.protocolError, reason: reason)
                 transports.probe = nil
-                transports.polling?.probeEnded()
+                transports.current?.probeEnded()
             case .authenticate(let request): ConnectSetup(socket: self).authenticate(request)
             case .leave: leave()
             case .handle(let event, let ackID, let user): ClientEventExecutor(socket: self, user: user).run(event, ackID: ackID)
@@ -202,9 +202,9 @@ final class SocketSession: ConnectionSink {
         guard let websocket = transports.takeProbe() else { return }
         let old = transports.current
         transports.current = websocket
-        if let polling = old as? PollingTransport {
-            for message in polling.takeUnsent() { websocket.send(message) }
-            polling.closeForUpgrade()
+        if let old {
+            for message in old.takeUnsent() { websocket.send(message) }
+            old.closeForUpgrade()
         }
         if connectState.user != nil { websocket.authenticated() }
         websocket.flush()

@@ -100,7 +100,7 @@ struct PollingEndpoint {
     /// A `GET`, on the session's loop. Right after the upgrade, a client that was polling may
     /// still have one on its way: it gets a `noop` it ignores, not an error.
     private static func poll(_ handle: PollingRegistry.Handle, _ promise: EventLoopPromise<HTTPResponse>) {
-        let transport = handle.transport.value
+        guard let transport = handle.transport.value as? PollingTransport else { return promise.succeed(engineError(.sessionUnknown)) }
         guard transport.upgraded else { return transport.poll(promise) }
         let socket = handle.session.value
         if transport.polledDuringUpgrade, !socket.isClosing, socket.session.acceptsPolling(now: socket.hub.clock.monotonicMs()) {
@@ -116,7 +116,7 @@ struct PollingEndpoint {
     /// a limit is answered 400 (the session is gone).
     private static func push(_ body: [UInt8], to handle: PollingRegistry.Handle) -> HTTPResponse {
         let socket = handle.session.value
-        let transport = handle.transport.value
+        guard let transport = handle.transport.value as? PollingTransport else { return engineError(.sessionUnknown) }
         if transport.closed {
             guard transport.upgraded, !socket.isClosing, socket.session.acceptsPolling(now: socket.hub.clock.monotonicMs()) else {
                 return engineError(.sessionUnknown)
@@ -146,7 +146,7 @@ struct PollingEndpoint {
             eventLoop: loop, softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes,
             maxMessages: c.outboundMaxQueuedMessages, holdMs: Int64(c.pingIntervalMs + c.pingTimeoutMs))
         let handle = PollingRegistry.Handle(
-            session: NIOLoopBound(session, eventLoop: loop), transport: NIOLoopBound(transport, eventLoop: loop), loop: loop,
+            session: NIOLoopBound(session, eventLoop: loop), transport: NIOLoopBound(transport as any SessionTransport, eventLoop: loop), loop: loop,
             authenticated: ManagedAtomic(false), postInFlight: ManagedAtomic(false))
         let sessions = relay.pollingSessions
         let engineSID = session.session.engineSID

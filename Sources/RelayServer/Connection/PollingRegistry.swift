@@ -10,7 +10,9 @@ final class PollingRegistry: Sendable {
     /// A session and the loop it lives on; any thread may hold one, only that loop opens it.
     struct Handle: Sendable {
         let session: NIOLoopBound<SocketSession>
-        let transport: NIOLoopBound<PollingTransport>
+        /// The polling transport (the polling endpoint's own type; held as a transport here, so
+        /// the connection code does not depend on the polling code).
+        let transport: NIOLoopBound<any SessionTransport>
         let loop: any EventLoop
         /// CONNECT succeeded: requests may carry up to `maxPayload` (else the small
         /// pre-authentication limit). Set on the session's loop, read by any request.
