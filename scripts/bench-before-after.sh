@@ -42,7 +42,7 @@ for round in $(seq 1 "$ROUNDS"); do
     rm -f "$OUT"/r.sqlite*
     wait_quiet
     "$bin" --port "$PORT" --jwt-secret "$SECRET" --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789 \
-      --db "$OUT/r.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --rate custom=1000000:1000000 \
+      --db "$OUT/r.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --packets-per-second 1000000 --inbound-bytes-per-second 1000000000 --event-bytes-per-second 1000000000 --rate custom=1000000:1000000 \
       --max-connections-per-ip 1000000 --max-connections-per-user 1000000 ${extra[@]+"${extra[@]}"} > "$OUT/$which.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 100); do grep -q "relay listening" "$OUT/$which.log" 2>/dev/null && break; sleep 0.1; done

@@ -63,7 +63,7 @@ run() {
 }
 
 RELAY_FLAGS=(--jwt-secret "$SECRET" --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789
-  --db "$OUT/relay.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000
+  --db "$OUT/relay.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --packets-per-second 1000000 --inbound-bytes-per-second 1000000000 --event-bytes-per-second 1000000000
   --rate custom=1000000:1000000 --max-connections-per-ip 1000000 --max-connections-per-user 1000000)
 
 start relay 18100 "relay listening" "$BIN/relay" --port 18100 "${RELAY_FLAGS[@]}"

@@ -49,7 +49,7 @@ one() {
   rate=$(python3 -c "print(max(1, round($dps / (($size - 1) * 1.0))))")
   if [ "$kind" = relay ]; then
     "$RELAY" --port $port --jwt-secret $SECRET --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789 \
-      --db "$OUT/relay.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 \
+      --db "$OUT/relay.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --packets-per-second 1000000 --inbound-bytes-per-second 1000000000 --event-bytes-per-second 1000000000 \
       --rate custom=1000000:1000000 --max-connections-per-ip 1000000 --max-connections-per-user 1000000 \
       --max-connections 100000 ${THREADS:+--threads $THREADS} > "$OUT/server.log" 2>&1 &
     proto=socketio
