@@ -8,12 +8,9 @@ import XCTest
 
 /// A memory broker whose stream subscriptions complete only when the test says: CONNECT setup
 /// then waits, as it does on a slow Redis, and hub deliveries are held for the socket meanwhile.
-final class DeferredBroker: Broker, @unchecked Sendable {  // `pending` is guarded by `lock`
-    let memory: MemoryBroker
+final class DeferredBroker: ForwardingBroker, @unchecked Sendable {  // `pending` is guarded by `lock`
     private let lock = NIOLock()
     private var pending: [EventLoopPromise<Void>] = []
-
-    init(_ memory: MemoryBroker) { self.memory = memory }
 
     func release() {
         let all = lock.withLock { () -> [EventLoopPromise<Void>] in
@@ -23,29 +20,11 @@ final class DeferredBroker: Broker, @unchecked Sendable {  // `pending` is guard
         for p in all { p.succeed() }
     }
 
-    var keepsHistory: Bool { memory.keepsHistory }
-    var crossesNodes: Bool { memory.crossesNodes }
-    var isUp: Bool { memory.isUp }
-    func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) { memory.setRemoteHandler(handler) }
-    func broadcast(_ control: ControlMessage) { memory.broadcast(control) }
-    func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) { memory.setControlHandler(handler) }
-    func subscribe(_ stream: StreamKey) { memory.subscribe(stream) }
-    func unsubscribe(_ stream: StreamKey) { memory.unsubscribe(stream) }
-    func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> {
+    override func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> {
         let promise = loop.makePromise(of: Void.self)
         lock.withLock { pending.append(promise) }
         return promise.futureResult
     }
-    func publish(_ publication: Publication, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (StreamOffset?) -> Void) {
-        memory.publish(publication, to: stream, routing: routing, recoverable: recoverable, deliver: deliver)
-    }
-    func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> { memory.head(of: stream, on: loop) }
-    func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
-        -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
-    {
-        memory.history(of: stream, after: offset, limit: limit, maxBytes: maxBytes, on: loop)
-    }
-    var memoryUsage: (events: Int, bytes: Int) { memory.memoryUsage }
 }
 
 final class HoldingLimitTests: XCTestCase {

@@ -8,34 +8,15 @@ import XCTest
 
 /// A memory broker that runs `beforeAppend` when a publish reaches it: what another loop does
 /// between the publisher's read of the audience and the event's append to the history.
-final class InterleavingBroker: Broker, @unchecked Sendable {  // `beforeAppend` is set before use, on the test's thread
-    let memory: MemoryBroker
+final class InterleavingBroker: ForwardingBroker, @unchecked Sendable {  // `beforeAppend` is set before use, on the test's thread
     var beforeAppend: (() -> Void)?
 
-    init(_ memory: MemoryBroker) { self.memory = memory }
-
-    var keepsHistory: Bool { memory.keepsHistory }
-    var crossesNodes: Bool { memory.crossesNodes }
-    var isUp: Bool { memory.isUp }
-    func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) {}
-    func broadcast(_ control: ControlMessage) {}
-    func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) {}
-    func subscribe(_ stream: StreamKey) {}
-    func unsubscribe(_ stream: StreamKey) {}
-    func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> { loop.makeSucceededVoidFuture() }
-    func publish(_ publication: Publication, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (StreamOffset?) -> Void) {
+    override func publish(_ publication: Publication, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (StreamOffset?) -> Void) {
         let hook = beforeAppend
         beforeAppend = nil
         hook?()
-        memory.publish(publication, to: stream, routing: routing, recoverable: recoverable, deliver: deliver)
+        super.publish(publication, to: stream, routing: routing, recoverable: recoverable, deliver: deliver)
     }
-    func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> { memory.head(of: stream, on: loop) }
-    func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
-        -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
-    {
-        memory.history(of: stream, after: offset, limit: limit, maxBytes: maxBytes, on: loop)
-    }
-    var memoryUsage: (events: Int, bytes: Int) { memory.memoryUsage }
 }
 
 /// A recovering socket joins its rooms, then reads what it missed from the history; live events
