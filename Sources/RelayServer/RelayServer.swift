@@ -37,7 +37,9 @@ public final class RelayServer: Sendable {
             cluster = ClusterBus(nodeID: nodeID, redis: RedisClient(endpoint: endpoint, eventLoop: loops[0], logger: logger), options: options, metrics: metrics.cluster, logger: logger)
         }
         let webhooks = Webhooks.make(settings: configuration.webhooks, nodeID: nodeID, cluster: cluster, clock: clock, metrics: metrics, logger: logger)
-        let hub = Hub(eventLoops: loops, configuration: configuration, clock: clock, metrics: metrics, cluster: cluster, webhooks: webhooks, logger: logger)
+        // Memory or Redis, chosen here once.
+        let backends = NodeBackends.make(configuration: configuration, clock: clock, cluster: cluster, webhooks: webhooks)
+        let hub = Hub(eventLoops: loops, configuration: configuration, backends: backends, clock: clock, metrics: metrics)
         let verifier = try await TokenVerifier(algorithm: configuration.jwt, leewaySeconds: configuration.jwtLeewaySeconds)
         var options = SQLiteReceiptStore.Options()
         options.retentionDays = configuration.receiptsRetentionDays

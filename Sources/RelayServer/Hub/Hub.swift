@@ -1,4 +1,3 @@
-import Logging
 import NIOCore
 import RelayCore
 import ServiceLifecycle
@@ -33,8 +32,7 @@ public final class Hub: Sendable {
 
     public convenience init(
         eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(),
-        cluster: ClusterBus? = nil, webhooks: Webhooks? = nil, logger: Logger = Logger(label: "relay.hub"),
-        broker: (any Broker)? = nil, lockStripes: Int = Hub.defaultLockStripes
+        cluster: ClusterBus? = nil, webhooks: Webhooks? = nil, broker: (any Broker)? = nil, lockStripes: Int = Hub.defaultLockStripes
     ) {
         let backends = NodeBackends.make(configuration: configuration, clock: clock, cluster: cluster, webhooks: webhooks, broker: broker)
         self.init(eventLoops: eventLoops, configuration: configuration, backends: backends, clock: clock, metrics: metrics, lockStripes: lockStripes)

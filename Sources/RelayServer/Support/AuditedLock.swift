@@ -15,13 +15,7 @@ final class AuditedLock<Value> {
     }
 
     func withLockedValue<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        assert(LockAudit.entered())
-        defer {
-            assert(LockAudit.left())
-            lock.unlock()
-        }
-        return try body(&value)
+        try withLock(body)
     }
 
     /// `withLockedValue` for closures with a typed error.
