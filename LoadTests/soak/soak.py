@@ -614,17 +614,49 @@ async def mixed_worker(w: int, nodes: list[Node], st: State, deadline: float) ->
 # and oversized inputs one after another against both nodes for the whole load phase.
 
 
-def start_attacker(nodes: list[Node], seconds: float, out: Path, niceness: int) -> subprocess.Popen:
+CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
+
+
+def attacker_cgroup(cores: float) -> Path:
+    """A cgroup-v1 `cpu` group holding the attacker to `cores` of CPU (CFS quota over a 100 ms
+    period). On one machine the attacker's own Python bursts take CPU from the clients and the
+    load generator that an attacker on another machine would not; the cap stands in for that
+    other machine. The relays' work refusing it is not capped."""
+    group = CGROUP_CPU / f"relay-soak-attacker-{os.getpid()}"
+    group.mkdir(exist_ok=True)
+    (group / "cpu.cfs_period_us").write_text("100000")
+    (group / "cpu.cfs_quota_us").write_text(str(max(1000, int(cores * 100000))))
+    return group
+
+
+def start_attacker(nodes: list[Node], seconds: float, out: Path, niceness: int, cgroup: Path | None) -> subprocess.Popen:
     """On this one machine the attacker's own Python competes with the load generator and the
-    clients for two cores; `niceness` lets it yield to them, as an attacker on another machine
-    would. The relays' work refusing it is not reduced by that."""
+    clients for two cores; `niceness` lets it yield to them and `cgroup` caps it, as an attacker
+    on another machine would take none of them. The relays' work refusing it is not reduced."""
     script = Path(__file__).resolve().parent / "attacker.py"
+
+    def enter() -> None:
+        if cgroup is not None:
+            (cgroup / "tasks").write_text(str(os.getpid()))
+        if niceness:
+            os.nice(niceness)
+
     proc = subprocess.Popen([sys.executable, str(script), "--nodes", ",".join(n.addr for n in nodes),
                              "--secret", JWT_SECRET, "--seconds", str(seconds), "--out", str(out / "attacks.jsonl")],
                             stdin=subprocess.DEVNULL, stdout=open(out / "attacker.log", "w"), stderr=subprocess.STDOUT,
-                            preexec_fn=(lambda: os.nice(niceness)) if niceness else None)
+                            preexec_fn=enter if (niceness or cgroup is not None) else None)
     REGISTRY.add("attacker", proc)
     return proc
+
+
+def attacker_throttling(cgroup: Path | None) -> dict | None:
+    """How often the cap held the attacker back (cpu.stat of its group)."""
+    if cgroup is None:
+        return None
+    try:
+        return {k: int(v) for k, v in (line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())}
+    except (OSError, ValueError):
+        return None
 
 
 def attacker_cpu(out: Path) -> dict | None:
@@ -1073,10 +1105,12 @@ async def main(args) -> int:
     mixed = [asyncio.create_task(mixed_worker(i, nodes, st, bg_deadline)) for i in range(args.mixed_clients)]
     background = writers + churners + mixed
     attacker = None
+    cgroup = attacker_cgroup(args.attacker_cores) if args.attacker and args.attacker_cores > 0 else None
     if args.attacker:
         (out / "attacks.jsonl").unlink(missing_ok=True)
-        attacker = start_attacker(nodes, rounds * ROUND_SECONDS, out, args.attacker_nice)
-        st.note(f"attacker running (pid {attacker.pid})")
+        attacker = start_attacker(nodes, rounds * ROUND_SECONDS, out, args.attacker_nice, cgroup)
+        st.note(f"attacker running (pid {attacker.pid}, nice {args.attacker_nice}, "
+                f"cap {args.attacker_cores if cgroup else 'none'} cores)")
 
     for r in range(rounds):
         if now() > hard_deadline:
@@ -1118,6 +1152,12 @@ async def main(args) -> int:
             attacker.terminate()
             attacker.wait(10)
         REGISTRY.remove(attacker)
+    throttling = attacker_throttling(cgroup)
+    if cgroup is not None:
+        try:
+            cgroup.rmdir()
+        except OSError:
+            pass
     done, not_done = await asyncio.wait(background, timeout=ACK_TIMEOUT + 30)
     for t in not_done:
         t.cancel()
@@ -1174,6 +1214,7 @@ async def main(args) -> int:
         "rounds": len(st.loads),
         "node_cpu_at_load_end": node_cpu,
         "attacker_cpu": attacker_cpu(out) if args.attacker else None,
+        "attacker_cap": {"cores": args.attacker_cores, "cpu_stat": throttling} if cgroup is not None else None,
         "relay_load": {
             "runs": len(st.loads),
             "sent": sum(x["sent"] for x in st.loads),
@@ -1238,7 +1279,7 @@ async def main(args) -> int:
         f"drops outside fault rounds: {len(summary['mixed_clients']['drops_outside_fault_rounds'])}",
         f"relay-load p99, median of rounds without faults: fan-out {summary['relay_load']['p99_ms_median_fanout_rounds_without_faults']} ms, "
         f"slow-consumer {summary['relay_load']['p99_ms_median_slow_consumer_rounds_without_faults']} ms",
-        f"CPU at the end of the load phase: {node_cpu}; attacker: {summary['attacker_cpu']}",
+        f"CPU at the end of the load phase: {node_cpu}; attacker: {summary['attacker_cpu']}, cap: {summary['attacker_cap']}",
         (f"attacks: {attacks['count']} ({attacks['unexpected_count']} unexpected): {attacks['by_attack']}" if attacks is not None else "attacks: none (no --attacker)"),
         f"floods: {summary['floods']['count']} ({summary['floods']['ping_mib']} MiB of pings, "
         f"{summary['floods']['http_mib']} MiB of pipelined requests)",
@@ -1278,6 +1319,8 @@ def parse_args():
     p.add_argument("--attacker", action="store_true", help="run LoadTests/soak/attacker.py against both nodes for the whole load phase")
     p.add_argument("--attacker-nice", type=int, default=19,
                    help="niceness of the attacker process (0: none); on one machine it competes with the load for CPU")
+    p.add_argument("--attacker-cores", type=float, default=0,
+                   help="cap the attacker at this many cores in its own cgroup-v1 cpu group (0: no cap; needs root)")
     return p.parse_args()
 
 
