@@ -23,15 +23,15 @@ public final class RelayServer: Sendable {
 
     /// Creates a server with its own event loops (one per configured thread).
     public static func make(configuration: RelayConfiguration, logger: Logger, clock: RelayClock = .system) async throws -> RelayServer {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.listener.eventLoopThreads)
         let loops = Array(group.makeIterator())
         let metrics = RelayMetrics()
         var cluster: ClusterBus?
-        let nodeID = configuration.nodeID ?? "node-" + TokenIssuer.randomSecret(bytes: 4)
-        if let url = configuration.redisURL, let endpoint = RedisEndpoint(url: url) {
+        let nodeID = configuration.cluster.nodeID ?? "node-" + TokenIssuer.randomSecret(bytes: 4)
+        if let url = configuration.cluster.redisURL, let endpoint = RedisEndpoint(url: url) {
             var options = ClusterBus.Options()
-            options.heartbeatMs = configuration.clusterHeartbeatMs
-            options.nodeTTLMs = configuration.clusterHeartbeatMs * 3
+            options.heartbeatMs = configuration.cluster.heartbeatMs
+            options.nodeTTLMs = configuration.cluster.heartbeatMs * 3
             var logger = logger
             logger[metadataKey: "node"] = "\(nodeID)"
             cluster = ClusterBus(nodeID: nodeID, redis: RedisClient(endpoint: endpoint, eventLoop: loops[0], logger: logger), options: options, metrics: metrics.cluster, logger: logger)
@@ -40,17 +40,17 @@ public final class RelayServer: Sendable {
         // Memory or Redis, chosen here once.
         let backends = NodeBackends.make(configuration: configuration, clock: clock, cluster: cluster, webhooks: webhooks)
         let hub = Hub(eventLoops: loops, configuration: configuration, backends: backends, clock: clock, metrics: metrics)
-        let verifier = try await TokenVerifier(algorithm: configuration.jwt, leewaySeconds: configuration.jwtLeewaySeconds)
+        let verifier = try await TokenVerifier(algorithm: configuration.auth.jwt, leewaySeconds: configuration.auth.jwtLeewaySeconds)
         var options = SQLiteReceiptStore.Options()
-        options.retentionDays = configuration.receiptsRetentionDays
-        options.maxBatch = configuration.receiptsMaxBatch
+        options.retentionDays = configuration.receipts.retentionDays
+        options.maxBatch = configuration.receipts.maxBatch
         options.replicate = cluster != nil
         options.onCommit = { batch, new, nanoseconds in
-            metrics.receiptCommit.recordNanoseconds(nanoseconds)
-            metrics.receiptBatch.record(batch)
-            metrics.receiptsStored.increment(by: Int64(new))
+            metrics.receipts.commit.recordNanoseconds(nanoseconds)
+            metrics.receipts.batch.record(batch)
+            metrics.receipts.stored.increment(by: Int64(new))
         }
-        let store = try SQLiteReceiptStore(path: configuration.databasePath, options: options, logger: logger)
+        let store = try SQLiteReceiptStore(path: configuration.receipts.databasePath, options: options, logger: logger)
         let context = RelayContext(configuration: configuration, hub: hub, verifier: verifier, receipts: store, logger: logger)
         let replicator = cluster.map { ReceiptReplicator(store: store, redis: $0.redis, nodeID: $0.nodeID, logger: logger) }
         return RelayServer(context: context, group: group, ownsGroup: true, store: store, replicator: replicator)
@@ -89,9 +89,9 @@ public final class RelayServer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     // With PROXY protocol the header comes first, before TLS; the rest of the
                     // pipeline is set up once it names the client.
-                    if configuration.proxyProtocol {
+                    if configuration.listener.proxyProtocol {
                         try channel.pipeline.syncOperations.addHandler(ProxyProtocolHandler(
-                            trusted: configuration.trustedProxies, timeout: .milliseconds(Int64(configuration.handshakeTimeoutMs)),
+                            trusted: configuration.listener.trustedProxies, timeout: .milliseconds(Int64(configuration.listener.handshakeTimeoutMs)),
                             logger: relay.logger
                         ) { channel, client in
                             if let tls {
@@ -107,10 +107,10 @@ public final class RelayServer: Sendable {
                     try Self.configure(channel: channel, relay: relay)
                 }
             }
-        let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        if configuration.heapTrimIntervalMs > 0, let loop = relay.hub.partitions.first?.eventLoop {
+        let channel = try await bootstrap.bind(host: configuration.listener.host, port: configuration.listener.port).get()
+        if configuration.lifecycle.heapTrimIntervalMs > 0, let loop = relay.hub.partitions.first?.eventLoop {
             let trimmer = HeapTrimmer(
-                on: loop, interval: .milliseconds(Int64(configuration.heapTrimIntervalMs)), afterSessions: configuration.heapTrimAfterSessions,
+                on: loop, interval: .milliseconds(Int64(configuration.lifecycle.heapTrimIntervalMs)), afterSessions: configuration.lifecycle.heapTrimAfterSessions,
                 metrics: relay.hub.metrics)
             trimmerBox.withLockedValue { $0 = trimmer }
         }
@@ -122,7 +122,7 @@ public final class RelayServer: Sendable {
 
     /// The TLS context when a certificate and key are configured.
     static func makeTLSContext(_ configuration: RelayConfiguration) throws -> NIOSSLContext? {
-        guard let certPath = configuration.tlsCertificatePath, let keyPath = configuration.tlsKeyPath else { return nil }
+        guard let certPath = configuration.listener.tlsCertificatePath, let keyPath = configuration.listener.tlsKeyPath else { return nil }
         let chain = try NIOSSLCertificate.fromPEMFile(certPath).map { NIOSSLCertificateSource.certificate($0) }
         let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
         var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
@@ -146,14 +146,14 @@ public final class RelayServer: Sendable {
         let boundHTTPHandler = NIOLoopBound(httpHandler, eventLoop: channel.eventLoop)
         let configuration = relay.configuration
         let upgrader = NIOWebSocketServerUpgrader(
-            maxFrameSize: configuration.maxPayload,
+            maxFrameSize: configuration.engine.maxPayload,
             automaticErrorHandling: false,
             shouldUpgrade: { channel, head in
                 let admitted = client.value.resolve(head).admitted
                 let query = QueryString(uri: head.uri)
                 let path = query.path
                 let originOK = origins.allows(origin: head.headers.first(name: "origin"), host: head.headers.first(name: "host"))
-                let isEcho = configuration.echoPath.map { $0 == path } ?? false
+                let isEcho = configuration.listener.echoPath.map { $0 == path } ?? false
                 // A `sid` upgrades a long-polling session of this node (and must name one).
                 let upgradesKnownSession = query["sid"].map { relay.pollingSessions.lookup($0) != nil } ?? true
                 let isEngineIO = (path == "/socket.io/" || path == "/socket.io") && query["EIO"] == "4" && query["transport"] == "websocket" && upgradesKnownSession
@@ -163,25 +163,25 @@ public final class RelayServer: Sendable {
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
                 var headers = HTTPHeaders()
-                if configuration.deflateEnabled, let deflate = PerMessageDeflateNegotiation.negotiate(head.headers["sec-websocket-extensions"]) {
+                if configuration.engine.deflateEnabled, let deflate = PerMessageDeflateNegotiation.negotiate(head.headers["sec-websocket-extensions"]) {
                     headers.add(name: "Sec-WebSocket-Extensions", value: deflate.responseHeader)
                 }
                 return channel.eventLoop.makeSucceededFuture(headers)
             },
             upgradePipelineHandler: { channel, head in
-                let info = HandshakeInfo(request: head, remoteIP: client.value.resolve(head).ip, deflateEnabled: configuration.deflateEnabled)
+                let info = HandshakeInfo(request: head, remoteIP: client.value.resolve(head).ip, deflateEnabled: configuration.engine.deflateEnabled)
                 let path = QueryString(uri: head.uri).path
                 return channel.eventLoop.makeCompletedFuture {
                     // Text is checked as it arrives, on every socket (Autobahn 6.4.x: fail fast).
                     let frameDecoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
                     try channel.pipeline.syncOperations.addHandler(TextUTF8Guard(), position: .before(frameDecoder))
-                    if let echo = configuration.echoPath, echo == path {
+                    if let echo = configuration.listener.echoPath, echo == path {
                         let partition = relay.hub.partition(for: channel.eventLoop)
                         try channel.pipeline.syncOperations.addHandler(
-                            WebSocketEchoHandler(maxMessageBytes: configuration.maxPayload, deflate: info.deflate, partition: partition, thresholdBytes: configuration.deflateThresholdBytes))
+                            WebSocketEchoHandler(maxMessageBytes: configuration.engine.maxPayload, deflate: info.deflate, partition: partition, thresholdBytes: configuration.engine.deflateThresholdBytes))
                     } else {
                         // Small frames only until CONNECT succeeds (the decoder's own limit is maxPayload).
-                        let frameGuard = FrameSizeGuard(limit: configuration.maxConnectPayload)
+                        let frameGuard = FrameSizeGuard(limit: configuration.engine.maxConnectPayload)
                         let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
                         try channel.pipeline.syncOperations.addHandler(frameGuard, position: .before(decoder))
                         let probeOf = QueryString(uri: head.uri)["sid"].flatMap { relay.pollingSessions.lookup($0) }
@@ -220,7 +220,7 @@ public final class RelayServer: Sendable {
     /// receipts already received, stop the event loops. Bounded by `shutdownTimeoutMs`.
     public func shutdown() async throws {
         let configuration = context.configuration
-        let deadline = NIODeadline.now() + .milliseconds(Int64(configuration.shutdownTimeoutMs))
+        let deadline = NIODeadline.now() + .milliseconds(Int64(configuration.lifecycle.shutdownTimeoutMs))
         if let channel = channelBox.withLockedValue({ $0 }) {
             try? await channel.close().get()
         }
@@ -229,7 +229,7 @@ public final class RelayServer: Sendable {
         hub.stopTimers()
         trimmerBox.withLockedValue { $0?.cancel() }
         // Ten batches a second.
-        let batch = max(1, configuration.drainRatePerSecond / 10)
+        let batch = max(1, configuration.lifecycle.drainRatePerSecond / 10)
         var drained = 0
         while NIODeadline.now() < deadline {
             var closedThisRound = 0

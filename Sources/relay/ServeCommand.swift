@@ -42,14 +42,14 @@ struct ServeCommand: AsyncParsableCommand {
         let logger = RelayLogging.bootstrap(level: resolved["log-level"]?.value ?? "info", format: resolved["log-format"]?.value ?? "text")
 
         var banner = "relay \(RelayVersion.string) configuration:\n" + ConfigurationLoader.describe(resolved) + "\n"
-        if devMode, case .hs256(let secret) = configuration.jwt {
+        if devMode, case .hs256(let secret) = configuration.auth.jwt {
             let token = try await TokenIssuer.sign(secret: secret, subject: "dev-user", rooms: ["*"], ttlSeconds: 86_400)
             banner += """
                 ==================== DEV MODE — NOT FOR PRODUCTION ====================
                 No JWT secret configured: generated throwaway credentials for this run only.
                   JWT secret (HS256): \(secret)
-                  API key:            \(configuration.apiKey)
-                  Admin key:          \(configuration.adminKey)
+                  API key:            \(configuration.auth.apiKey)
+                  Admin key:          \(configuration.auth.adminKey)
                   Sample token (sub=dev-user, rooms=*, 24 h):
                   \(token)
                 =======================================================================

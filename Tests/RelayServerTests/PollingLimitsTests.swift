@@ -19,14 +19,14 @@ final class PollingLimitsTests: XCTestCase {
         let loop = EmbeddedEventLoop()
         let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 100, holdMs: 45_000)
         var violations: [UInt16] = []
-        t.onViolation = { code, _ in violations.append(code) }
+        t.observers.onViolation = { code, _ in violations.append(code) }
         // 2-byte pongs: far under the byte limit, but not under the message limit.
         for _ in 0..<100 { t.send(message("3")) }
         XCTAssertEqual(violations, [])
         for _ in 0..<1000 { t.send(message("3")) }
         XCTAssertEqual(violations, [CloseCode.slowConsumer], "reported once")
         var dropped = 0
-        t.onDropped = { dropped += $0 }
+        t.observers.onDropped = { dropped += $0 }
         t.close(code: CloseCode.slowConsumer, reason: "slow consumer")
         XCTAssertEqual(dropped, 100, "what overflowed is not kept for a client that stopped reading")
         let get = loop.makePromise(of: HTTPResponse.self)
@@ -47,7 +47,7 @@ final class PollingLimitsTests: XCTestCase {
         let loop = EmbeddedEventLoop()
         let t = PollingTransport(eventLoop: loop, softLimitBytes: 10, hardLimitBytes: 1 << 20, maxMessages: 100, holdMs: 45_000)
         var coalesced = 0
-        t.onCoalesced = { coalesced += 1 }
+        t.observers.onCoalesced = { coalesced += 1 }
         let key = CoalescingKey(event: "typing:start", room: "r", user: "u")
         t.send(message("42[\"typing:start\",{\"n\":1}]", key: key))
         t.send(message("42[\"typing:start\",{\"n\":2}]", key: key))

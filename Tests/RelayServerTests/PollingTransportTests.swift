@@ -52,7 +52,7 @@ final class PollingTransportTests: XCTestCase {
     func testTwoPollsAtOnceAreAProtocolError() throws {
         let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 4096, holdMs: 45_000)
         var violation: UInt16?
-        t.onViolation = { code, _ in violation = code }
+        t.observers.onViolation = { code, _ in violation = code }
         let first = loop.makePromise(of: HTTPResponse.self)
         let second = loop.makePromise(of: HTTPResponse.self)
         t.poll(first)
@@ -67,7 +67,7 @@ final class PollingTransportTests: XCTestCase {
     func testTheBufferIsBounded() {
         let t = PollingTransport(eventLoop: loop, softLimitBytes: 100, hardLimitBytes: 100, maxMessages: 4096, holdMs: 45_000)
         var violation: UInt16?
-        t.onViolation = { code, _ in violation = code }
+        t.observers.onViolation = { code, _ in violation = code }
         for _ in 0..<5 { t.send(message(String(repeating: "x", count: 30))) }
         XCTAssertEqual(violation, CloseCode.slowConsumer)
     }
@@ -75,7 +75,7 @@ final class PollingTransportTests: XCTestCase {
     func testCloseAnswersTheHeldPollWithTheClosePacket() throws {
         let t = PollingTransport(eventLoop: loop, softLimitBytes: 1 << 20, hardLimitBytes: 1 << 20, maxMessages: 4096, holdMs: 45_000)
         var closed = false
-        t.onClosed = { closed = true }
+        t.observers.onClosed = { closed = true }
         let get = loop.makePromise(of: HTTPResponse.self)
         t.poll(get)
         t.send(message("44{}"))

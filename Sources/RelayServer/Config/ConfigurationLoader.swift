@@ -140,7 +140,7 @@ public enum ConfigurationLoader {
             let secret = given("jwt-secret") ?? generated("jwt-secret", TokenIssuer.randomSecret())
             // jwt-kit refuses a shorter HMAC key only when it first signs or verifies: refuse it here.
             if secret.utf8.count < 32 { problems.append("jwt-secret: must be at least 32 bytes (got \(secret.utf8.count))") }
-            c.jwt = .hs256(secret: secret)
+            c.auth.jwt = .hs256(secret: secret)
         }
         for (name, key) in [("api-key", \RelayConfiguration.apiKey), ("admin-key", \RelayConfiguration.adminKey)] where given(name) == nil {
             if devMode {
@@ -149,11 +149,11 @@ public enum ConfigurationLoader {
                 problems.append("\(name): required outside dev mode (flag --\(name) or \(environmentName(name)))")
             }
         }
-        if c.proxyProtocol, Setting.items(given("trusted-proxies") ?? "").isEmpty {
+        if c.listener.proxyProtocol, Setting.items(given("trusted-proxies") ?? "").isEmpty {
             problems.append("proxy-protocol: needs trusted-proxies (the load balancers' addresses); without it every connection would be refused")
         }
-        if c.recoveryWindowMs > c.historyLimits.maxAgeMs {
-            problems.append("recovery-window-ms: at most history-ttl-ms (\(c.historyLimits.maxAgeMs)); a longer window could not be recovered")
+        if c.recovery.windowMs > c.recovery.historyLimits.maxAgeMs {
+            problems.append("recovery-window-ms: at most history-ttl-ms (\(c.recovery.historyLimits.maxAgeMs)); a longer window could not be recovered")
         }
         if (given("tls-cert") == nil) != (given("tls-key") == nil) { problems.append("tls-cert and tls-key go together") }
         problems += c.webhooks.problems()

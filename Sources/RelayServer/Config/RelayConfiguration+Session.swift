@@ -4,19 +4,19 @@ extension RelayConfiguration {
     /// The part of the configuration every `EngineSession` enforces.
     public var sessionConfiguration: SessionConfiguration {
         var s = SessionConfiguration()
-        s.pingIntervalMs = Int64(pingIntervalMs)
-        s.pingTimeoutMs = Int64(pingTimeoutMs)
-        s.connectTimeoutMs = Int64(connectTimeoutMs)
-        s.maxPayload = maxPayload
-        s.maxEventBytes = maxEventBytes
-        s.customEventsEnabled = customEventsEnabled
-        s.eventsPerSecond = eventsPerSecond
-        s.eventsPerClass = eventsPerSecondByClass
-        s.errorReplies = errorReplies
-        s.inbound = inbound
-        s.maxRoomsInConnect = maxRoomsPerConnection
-        s.tokenLeewayMs = jwtLeewaySeconds * 1000
-        s.expiryNoticeMs = tokenExpiryNoticeMs
+        s.pingIntervalMs = Int64(engine.pingIntervalMs)
+        s.pingTimeoutMs = Int64(engine.pingTimeoutMs)
+        s.connectTimeoutMs = Int64(engine.connectTimeoutMs)
+        s.maxPayload = engine.maxPayload
+        s.maxEventBytes = events.maxEventBytes
+        s.customEventsEnabled = events.customEventsEnabled
+        s.eventsPerSecond = events.eventsPerSecond
+        s.eventsPerClass = events.eventsPerSecondByClass
+        s.errorReplies = events.errorReplies
+        s.inbound = events.inbound
+        s.maxRoomsInConnect = events.maxRoomsPerConnection
+        s.tokenLeewayMs = auth.jwtLeewaySeconds * 1000
+        s.expiryNoticeMs = auth.tokenExpiryNoticeMs
         return s
     }
 }

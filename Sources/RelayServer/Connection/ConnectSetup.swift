@@ -39,8 +39,8 @@ struct ConnectSetup {
     func authenticate(_ request: ConnectRequest) {
         let now = hub.clock.monotonicMs()
         guard socket.relay.admission.mayAuthenticate(ip: socket.handshake.remoteIP, now: now) else {
-            hub.metrics.authFailure(.authRateLimited)
-            hub.metrics.connectsRefused.increment()
+            hub.metrics.connections.authFailure(.authRateLimited)
+            hub.metrics.connections.connectsRefused.increment()
             socket.perform(socket.session.connectFinished(.failure(RelayError(.authRateLimited)), now: now))
             return
         }
@@ -56,14 +56,14 @@ struct ConnectSetup {
         switch result {
         case .failure(let error):
             socket.relay.admission.recordAuthFailure(ip: socket.handshake.remoteIP, now: now)
-            hub.metrics.authFailure(error.code)
-            hub.metrics.connectsRefused.increment()
+            hub.metrics.connections.authFailure(error.code)
+            hub.metrics.connections.connectsRefused.increment()
             socket.relay.logger.info("auth failed", metadata: ["ip": "\(socket.handshake.remoteIP)", "code": "\(error.code.rawValue)"])
             socket.perform(socket.session.connectFinished(.failure(error), now: now))
         case .success(let user):
             guard !hub.revocations.isRevoked(user) else {
-                hub.metrics.authFailure(.tokenRevoked)
-                hub.metrics.connectsRefused.increment()
+                hub.metrics.connections.authFailure(.tokenRevoked)
+                hub.metrics.connections.connectsRefused.increment()
                 socket.perform(socket.session.connectFinished(.failure(RelayError(.tokenRevoked)), now: now))
                 return
             }
@@ -107,12 +107,12 @@ struct ConnectSetup {
                 takesOffsets: socket.connectState.takesOffsets)
         } catch {
             socket.connectState.registrationRefused()
-            hub.metrics.authFailure(error.code)
-            hub.metrics.connectsRefused.increment()
+            hub.metrics.connections.authFailure(error.code)
+            hub.metrics.connections.connectsRefused.increment()
             socket.perform(socket.session.connectFinished(.failure(error), now: hub.clock.monotonicMs()))
             return false
         }
-        hub.metrics.connectsOK.increment()
+        hub.metrics.connections.connectsOK.increment()
         socket.authenticated()
         return true
     }
@@ -127,7 +127,7 @@ struct ConnectSetup {
 
     /// A new session: register, join the CONNECT's rooms, answer with their offsets.
     private func connectFresh(_ user: AuthenticatedUser, request: ConnectRequest, recovery: RecoveryResult?) {
-        if let recovery { hub.metrics.recovery(recovery) }
+        if let recovery { hub.metrics.connections.recovery(recovery) }
         let takesOffsets = socket.connectState.takesOffsets
         let plain = request.rooms.isEmpty && !takesOffsets
         guard register(user, sid: socket.sid, holding: !plain) else { return }
@@ -284,7 +284,7 @@ struct ConnectSetup {
             socket.deliver(message)
         }
         release(after: last)
-        hub.metrics.recovery(.recovered)
+        hub.metrics.connections.recovery(.recovered)
         socket.relay.logger.info("recovered", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "replayed": "\(missed.count)"])
     }
 

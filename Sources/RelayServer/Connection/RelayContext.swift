@@ -41,10 +41,10 @@ public final class RelayContext: Sendable {
         self.hub = hub
         self.authenticate = authenticate
         self.admission = AdmissionControl(
-            maxConnections: configuration.maxConnections, maxPerIP: configuration.maxConnectionsPerIP,
-            authFailures: configuration.authFailuresPerIP)
+            maxConnections: configuration.connections.maxConnections, maxPerIP: configuration.connections.maxConnectionsPerIP,
+            authFailures: configuration.auth.authFailuresPerIP)
         self.logger = logger
-        self.receiptQuota = AuditedLock(KeyedRateLimiter(budget: configuration.receiptsPerUser))
+        self.receiptQuota = AuditedLock(KeyedRateLimiter(budget: configuration.receipts.perUser))
     }
 
     func makeConnectionID() -> ConnectionID {

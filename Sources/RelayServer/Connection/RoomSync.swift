@@ -17,11 +17,11 @@ struct RoomSync {
             let socket = bound.value
             let metrics = socket.hub.metrics
             guard case .success(.success(let page)) = result else {
-                metrics.roomSyncs["history_unavailable"]?.increment()
+                metrics.events.roomSyncs["history_unavailable"]?.increment()
                 socket.reply(.failure(RelayError(.historyUnavailable), event: EventPolicyTable.roomSync.name, ackID: ackID))
                 return
             }
-            metrics.roomSyncs["ok"]?.increment()
+            metrics.events.roomSyncs["ok"]?.increment()
             socket.reply(Self.page(page, of: room, after: offset, ackID: ackID))
         }
     }

@@ -90,14 +90,14 @@ final class SocketReceipts {
         let configuration = socket.configuration
         // Quotas bound the writer's queue: per connection (receipts awaiting commit) and per
         // user across all of their sockets.
-        guard pending + count <= configuration.maxPendingReceiptsPerConnection else {
+        guard pending + count <= configuration.receipts.maxPendingPerConnection else {
             socket.hub.metrics.receiptQuotaRefusals.increment()
-            throw RelayError(.rateLimited, "at most \(configuration.maxPendingReceiptsPerConnection) receipts awaiting commit per connection")
+            throw RelayError(.rateLimited, "at most \(configuration.receipts.maxPendingPerConnection) receipts awaiting commit per connection")
         }
         let now = socket.hub.clock.monotonicMs()
         guard socket.relay.receiptQuota.withLockedValue({ $0.record(user.userID, cost: Double(count), now: now) }) else {
             socket.hub.metrics.receiptQuotaRefusals.increment()
-            throw RelayError(.rateLimited, "receipt quota of \(Int(configuration.receiptsPerUser.perSecond))/s per user spent")
+            throw RelayError(.rateLimited, "receipt quota of \(Int(configuration.receipts.perUser.perSecond))/s per user spent")
         }
         return store
     }

@@ -173,8 +173,8 @@ final class SocketSession: ConnectionSink {
             case .leave: leave()
             case .handle(let event, let ackID, let user): ClientEventExecutor(socket: self, user: user).run(event, ackID: ackID)
             case .close(let code, let reason): closeTransport(code: code, reason: reason)
-            case .received(let name): hub.metrics.eventIn(name)
-            case .rateLimited(let rateClass): hub.metrics.rateLimit(rateClass)
+            case .received(let name): hub.metrics.events.eventIn(name)
+            case .rateLimited(let rateClass): hub.metrics.events.rateLimit(rateClass)
             }
         }
         switch flush {
@@ -249,7 +249,7 @@ final class SocketSession: ConnectionSink {
         case .writeNow: deliver(message)
         case .held: return
         case .overflow:
-            hub.metrics.slowConsumerCloses.increment()
+            hub.metrics.delivery.slowConsumerCloses.increment()
             close(code: CloseCode.slowConsumer, reason: "slow consumer")
         }
     }
@@ -327,7 +327,7 @@ final class SocketSession: ConnectionSink {
     /// and keep its session for recovery now, so the reconnect recovers it.
     func handOver(pid: String, user: String) -> Bool {
         guard !ended,
-            connectState.mayHandOver(pid: pid, userID: user, nowMs: hub.clock.monotonicMs(), afterMs: configuration.recoveryTakeoverAfterMs)
+            connectState.mayHandOver(pid: pid, userID: user, nowMs: hub.clock.monotonicMs(), afterMs: configuration.recovery.takeoverAfterMs)
         else { return false }
         relay.logger.info("session handed over to a reconnect", metadata: ["sid": "\(sid)", "user": "\(user)"])
         // Already closing (its transport failed, the channel not closed yet): end it now, with
@@ -341,7 +341,7 @@ final class SocketSession: ConnectionSink {
     /// the Engine.IO session stays, and a new CONNECT registers it again under a new id.
     private func leave() {
         guard let user = connectState.user else { return }
-        hub.metrics.disconnect(.clientClosed)
+        hub.metrics.connections.disconnect(.clientClosed)
         ConnectSetup(socket: self).unregister(user, end: .clientClosed)
         connectState = ConnectState()
         connectionID = relay.makeConnectionID()
@@ -359,7 +359,7 @@ final class SocketSession: ConnectionSink {
         let probe = transports.probe
         probe?.close(code: CloseCode.goingAway, reason: "session closed")
         transports.probe = nil
-        hub.metrics.disconnect(why)
+        hub.metrics.connections.disconnect(why)
         if let user = connectState.user {
             let setup = ConnectSetup(socket: self)
             setup.keepForRecovery(end: why)

@@ -26,7 +26,7 @@ struct TokenRefresh {
         case .success: refused = nil
         }
         if let refused {
-            hub.metrics.tokenRefreshes["refused"]?.increment()
+            hub.metrics.connections.tokenRefreshes["refused"]?.increment()
             socket.reply(.failure(refused, event: EventPolicyTable.authRefresh.name, ackID: ackID))
             return
         }
@@ -41,7 +41,7 @@ struct TokenRefresh {
         }
         socket.connectState.refreshed(user)
         socket.session.tokenRefreshed(user, now: hub.clock.monotonicMs(), wallMs: hub.clock.wallMs())
-        hub.metrics.tokenRefreshes["ok"]?.increment()
+        hub.metrics.connections.tokenRefreshes["ok"]?.increment()
         guard let ackID else {
             // No reply: only the timer follows the new expiry.
             socket.perform([])

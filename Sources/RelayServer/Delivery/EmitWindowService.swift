@@ -56,7 +56,7 @@ final class EmitWindowService: Sendable {
         let now = clock.monotonicMs()
         let (due, next) = windows.withLockedValue { w in (w.flush(now: now), w.nextDeadline) }
         for window in due {
-            if window.count > 1 { metrics.emitsSuperseded.increment(by: Int64(window.count - 1)) }
+            if window.count > 1 { metrics.delivery.emitsSuperseded.increment(by: Int64(window.count - 1)) }
             deliverNow(window.key.stream, window.item)
         }
         return next

@@ -11,23 +11,16 @@ import RelayCore
 public final class LoopPartition: @unchecked Sendable {
     public let index: Int
     public let eventLoop: any EventLoop
-    private var connections: [ConnectionID: any ConnectionSink] = [:]
-    private var rooms: [String: RoomMembers] = [:]
-    /// A user's sockets on this loop (usually one, kept inline).
-    private var users: [String: ConnectionMap<any ConnectionSink>] = [:]
-    private var userOf: [ConnectionID: String] = [:]
+    private var membership = PartitionMembership()
+    private var codecs = PartitionCodecs()
 
-    /// Decompresses this loop's permessage-deflate messages (one at a time: the loop is single-threaded).
-    let inflater = MessageInflater()
-    private var deflaters: [Int: MessageDeflater] = [:]
+    /// Decompresses this loop's permessage-deflate messages.
+    var inflater: MessageInflater { codecs.inflater }
 
     /// A deflater for clients that limited the server's window (`server_max_window_bits`).
     func deflater(windowBits: Int) -> MessageDeflater {
         eventLoop.preconditionInEventLoop()
-        if let d = deflaters[windowBits] { return d }
-        let d = MessageDeflater(windowBits: windowBits)
-        deflaters[windowBits] = d
-        return d
+        return codecs.deflater(windowBits: windowBits)
     }
 
     let metrics: RelayMetrics
@@ -166,43 +159,36 @@ public final class LoopPartition: @unchecked Sendable {
     /// One metrics update per delivery call, however many sockets it reached.
     private func recordDelivery(_ message: OutboundMessage, count: Int) {
         guard count > 0 else { return }
-        metrics.deliveries.increment(by: Int64(count))
-        metrics.eventOut(label: message.label, count: count)
+        metrics.delivery.deliveries.increment(by: Int64(count))
+        metrics.events.eventOut(label: message.label, count: count)
         if message.createdAt > 0 {
-            metrics.fanoutLatency.recordNanoseconds(Int64(NIODeadline.now().uptimeNanoseconds &- message.createdAt))
+            metrics.delivery.fanoutLatency.recordNanoseconds(Int64(NIODeadline.now().uptimeNanoseconds &- message.createdAt))
         }
     }
 
     public var connectionCount: Int {
         eventLoop.preconditionInEventLoop()
-        return connections.count
+        return membership.connections.count
     }
 
     func add(_ sink: any ConnectionSink, user: String) {
         eventLoop.preconditionInEventLoop()
-        connections[sink.connectionID] = sink
-        users[user, default: ConnectionMap()].set(sink.connectionID, sink)
-        userOf[sink.connectionID] = user
+        membership.add(sink, user: user)
     }
 
     func remove(_ id: ConnectionID) {
         eventLoop.preconditionInEventLoop()
-        connections.removeValue(forKey: id)
-        if let user = userOf.removeValue(forKey: id) {
-            users[user]?.remove(id)
-            if users[user]?.isEmpty == true { users.removeValue(forKey: user) }
-        }
+        membership.remove(id)
     }
 
     func join(room: String, _ sink: any ConnectionSink) {
         eventLoop.preconditionInEventLoop()
-        rooms[room, default: RoomMembers()].insert(sink)
+        membership.join(room: room, sink)
     }
 
     func leave(room: String, _ id: ConnectionID) {
         eventLoop.preconditionInEventLoop()
-        rooms[room]?.remove(id)
-        if rooms[room]?.isEmpty == true { rooms.removeValue(forKey: room) }
+        membership.leave(room: room, id)
     }
 
     /// Delivers to the local members of `room`, skipping one connection and/or one user.
@@ -210,14 +196,14 @@ public final class LoopPartition: @unchecked Sendable {
     @discardableResult
     func deliver(room: String, _ message: OutboundMessage, excludeConnection: ConnectionID?, excludeUser: String?) -> Int {
         eventLoop.preconditionInEventLoop()
-        guard let members = rooms[room]?.members else { return 0 }
+        guard let members = membership.rooms[room]?.members else { return 0 }
         let count = members.count
         var n = 0
         for i in 0..<count {
             prefetch(ahead: i, in: members)
             let member = members[i]
             if member.id == excludeConnection { continue }
-            if let excludeUser, userOf[member.id] == excludeUser { continue }
+            if let excludeUser, membership.userOf[member.id] == excludeUser { continue }
             member.sink.enqueue(message)
             flushLater(member)
             n += 1
@@ -229,7 +215,7 @@ public final class LoopPartition: @unchecked Sendable {
     @discardableResult
     func deliver(user: String, _ message: OutboundMessage) -> Int {
         eventLoop.preconditionInEventLoop()
-        guard let sinks = users[user] else { return 0 }
+        guard let sinks = membership.users[user] else { return 0 }
         sinks.forEach { _, sink in
             sink.enqueue(message)
             flushLater(RoomMembers.Member(sink))
@@ -244,8 +230,8 @@ public final class LoopPartition: @unchecked Sendable {
     @discardableResult
     func deliver(user: String, _ message: OutboundMessage, skippingMembersOf room: String, excludeConnection: ConnectionID?) -> Int {
         eventLoop.preconditionInEventLoop()
-        guard let sinks = users[user] else { return 0 }
-        let members = rooms[room]
+        guard let sinks = membership.users[user] else { return 0 }
+        let members = membership.rooms[room]
         var n = 0
         sinks.forEach { id, sink in
             guard members?.contains(id) != true && id != excludeConnection && sink.mayAccess(room: room) else { return }
@@ -260,17 +246,17 @@ public final class LoopPartition: @unchecked Sendable {
     /// Closes every local socket of `user`.
     func close(user: String, code: UInt16, reason: String) {
         eventLoop.preconditionInEventLoop()
-        for sink in (users[user] ?? ConnectionMap()).values { sink.close(code: code, reason: reason) }
+        for sink in (membership.users[user] ?? ConnectionMap()).values { sink.close(code: code, reason: reason) }
     }
 
     func sink(_ id: ConnectionID) -> (any ConnectionSink)? {
         eventLoop.preconditionInEventLoop()
-        return connections[id]
+        return membership.connections[id]
     }
 
     /// Every local connection (for shutdown and admin).
     func allSinks() -> [any ConnectionSink] {
         eventLoop.preconditionInEventLoop()
-        return Array(connections.values)
+        return Array(membership.connections.values)
     }
 }

@@ -16,15 +16,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// The connection's client and admission (re-checked per request behind a trusted proxy).
     private let client: ConnectionAdmission
     private var head: HTTPRequestHead?
-    private var body: ByteBuffer?
-    private var tooLarge = false
-    private var bodyLimit = 0
-    /// The body is not kept (`BodyPolicy.discard`, `.refuse`).
-    private var discarding = false
-    /// Body bytes arrived while discarding.
-    private var droppedBody = false
-    /// A refusal decided from the head, answered once the request ends.
-    private var refusal: HTTPResponse?
+    private var body = RequestBody()
     /// Gives back what the request's body admission claimed (a polling session's POST slot).
     private var releaseBody: (@Sendable () -> Void)?
     private var idleTimeout: Scheduled<Void>?
@@ -69,60 +61,32 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
-            self.body = nil
-            self.tooLarge = false
-            self.refusal = nil
-            self.droppedBody = false
             finishBody()
             // Decided before a byte of the body is kept: who may send one, and how much.
-            switch router.bodyPolicy(for: head) {
-            case .read(let limit, let release):
-                discarding = false
-                bodyLimit = limit
-                releaseBody = release
-            case .discard:
-                discarding = true
-                bodyLimit = 0
-            case .refuse(let response):
-                discarding = true
-                bodyLimit = 0
-                refusal = response
-            }
+            let policy = router.bodyPolicy(for: head)
+            body = RequestBody(policy: policy)
+            if case .read(_, let release) = policy { releaseBody = release }
         case .body(var chunk):
-            guard !discarding else {
-                droppedBody = droppedBody || chunk.readableBytes > 0
-                return
-            }
-            guard !tooLarge else { return }
-            if (body?.readableBytes ?? 0) + chunk.readableBytes > bodyLimit {
-                tooLarge = true
-                body = nil
-                return
-            }
-            if var existing = body {
-                existing.writeBuffer(&chunk)
-                body = existing
-            } else {
-                body = chunk
-            }
+            body.append(&chunk)
         case .end:
             guard let head else { return }
             self.head = nil
             idleTimeout?.cancel()
-            if tooLarge {
+            if body.tooLarge {
                 finishBody()
-                let response = HTTPResponse.error(.payloadTooLarge, code: "payload_too_large", message: "request body exceeds \(bodyLimit) bytes")
+                let response = HTTPResponse.error(.payloadTooLarge, code: "payload_too_large", message: "request body exceeds \(body.limit) bytes")
+                body = RequestBody()
                 write(response, keepAlive: false, context: context)
                 return
             }
-            if let refusal {
-                self.refusal = nil
+            if let refusal = body.refusal {
+                body = RequestBody()
                 write(refusal, keepAlive: false, context: context)
                 return
             }
             let (remoteIP, admitted) = client.resolve(head)
-            let request = HTTPRequest(head: head, body: body.map { Array($0.readableBytesView) } ?? [], remoteIP: remoteIP, admitted: admitted)
-            body = nil
+            let droppedBody = body.dropped
+            let request = HTTPRequest(head: head, body: body.take(), remoteIP: remoteIP, admitted: admitted)
             // A connection over a limit is not kept: it would go on holding its client's slot;
             // nor is one whose body was dropped (it may have been sending one we never asked for).
             let keepAlive = head.isKeepAlive && admitted && !droppedBody

@@ -11,10 +11,10 @@ struct MetricsEndpoint {
         // One copy of a fixed-size histogram under the lock: the scrape costs the same with
         // 30 000 rooms as with 10.
         let sizes = hub.rooms.roomSizes()
-        hub.metrics.rooms.set(sizes.rooms)
+        hub.metrics.delivery.rooms.set(sizes.rooms)
         let history = hub.backends.broker.memoryUsage
-        hub.metrics.historyEvents.set(history.events)
-        hub.metrics.historyBytes.set(history.bytes)
+        hub.metrics.delivery.historyEvents.set(history.events)
+        hub.metrics.delivery.historyBytes.set(history.bytes)
         var out = hub.metrics.registry.render()
         out += "# HELP relay_room_members Members per room, sampled at scrape\n# TYPE relay_room_members histogram\n"
         for (bound, count) in zip(RoomSizeHistogram.bounds, sizes.cumulative) {

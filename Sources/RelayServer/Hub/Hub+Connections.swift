@@ -8,7 +8,7 @@ extension Hub {
     public func register(_ sink: any ConnectionSink, sid: String, user: String, on partition: LoopPartition, deflate: Bool = false, ip: String = "", takesOffsets: Bool = false) throws(RelayError) {
         let info = ConnectionInfo(sid: sid, user: user, ip: ip, connectedAtMs: clock.wallMs(), deflate: deflate, loop: partition.index)
         try registry.register(info, id: sink.connectionID, takesOffsets: takesOffsets)
-        metrics.connections.increment()
+        metrics.connections.open.increment()
         partition.add(sink, user: user)
     }
 
@@ -22,7 +22,7 @@ extension Hub {
             partition.leave(room: leave.room, id)
         }
         partition.remove(id)
-        metrics.connections.decrement()
+        metrics.connections.open.decrement()
         for leave in leaves { presence.left(leave, exclude: nil, on: partition.eventLoop) }
         locations.connectionClosed(id)
     }

@@ -50,15 +50,15 @@ public final class Hub: Sendable {
         let timerLoop = eventLoops[0]
         let broker = backends.broker
         let registry = ConnectionRegistry(
-            maxConnections: configuration.maxConnections, maxConnectionsPerUser: configuration.maxConnectionsPerUser, stripes: stripes,
+            maxConnections: configuration.connections.maxConnections, maxConnectionsPerUser: configuration.connections.maxConnectionsPerUser, stripes: stripes,
             broker: broker, presence: backends.presence, webhooks: backends.webhooks)
         let rooms = RoomDirectory(
-            maxMembersPerRoom: configuration.maxMembersPerRoom, maxRoomsPerConnection: configuration.maxRoomsPerConnection, stripes: stripes,
+            maxMembersPerRoom: configuration.events.maxMembersPerRoom, maxRoomsPerConnection: configuration.events.maxRoomsPerConnection, stripes: stripes,
             broker: broker, webhooks: backends.webhooks)
         let windows = EmitWindowService(timerLoop: timerLoop, clock: clock, metrics: metrics)
         let publisher = Publisher(
             loops: partitions, rooms: rooms, registry: registry, broker: broker, windows: windows,
-            deflateThresholdBytes: configuration.deflateThresholdBytes)
+            deflateThresholdBytes: configuration.engine.deflateThresholdBytes)
         self.partitions = partitions
         self.clock = clock
         self.metrics = metrics
@@ -69,12 +69,12 @@ public final class Hub: Sendable {
         self.presence = PresenceAnnouncer(
             rooms: rooms, registry: registry, manager: backends.presence, broker: broker, publisher: publisher, clock: clock, homeLoop: timerLoop)
         self.typing = TypingService(
-            windowMs: configuration.typingWindowMs, expiryMs: configuration.typingExpiryMs, stripes: stripes, timerLoop: timerLoop, clock: clock,
+            windowMs: configuration.events.typingWindowMs, expiryMs: configuration.events.typingExpiryMs, stripes: stripes, timerLoop: timerLoop, clock: clock,
             publisher: publisher)
         self.locations = LiveLocationService(timerLoop: timerLoop, clock: clock, publisher: publisher)
         self.handover = RecoveryHandover(stripes: stripes, loops: partitions, kept: backends.keptSessions, broker: broker)
         self.revocations = Revocations(
-            ttlSeconds: configuration.revocationTTLSeconds, registry: registry, loops: partitions, kept: backends.keptSessions, broker: broker,
+            ttlSeconds: configuration.auth.revocationTTLSeconds, registry: registry, loops: partitions, kept: backends.keptSessions, broker: broker,
             clock: clock, metrics: metrics)
         wire(windows: windows, timerLoop: timerLoop)
     }

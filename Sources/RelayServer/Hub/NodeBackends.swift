@@ -16,9 +16,9 @@ public struct NodeBackends: Sendable {
     public static func make(
         configuration: RelayConfiguration, clock: RelayClock, cluster: ClusterBus?, webhooks: Webhooks?, broker: (any Broker)? = nil
     ) -> NodeBackends {
-        let limits = configuration.historyLimits
+        let limits = configuration.recovery.historyLimits
         // Each of a user's allowed connections may leave a session waiting and one more.
-        let keptPerUser = max(8, 2 * configuration.maxConnectionsPerUser)
+        let keptPerUser = max(8, 2 * configuration.connections.maxConnectionsPerUser)
         if let cluster {
             return NodeBackends(
                 broker: RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs),

@@ -153,13 +153,13 @@ struct PollingEndpoint {
         sessions.insert(engineSID, handle)
         var released = false
         let metrics = relay.hub.metrics
-        transport.onViolation = { [weak session] code, reason in
-            if code == CloseCode.slowConsumer { metrics.slowConsumerCloses.increment() }
+        transport.observers.onViolation = { [weak session] code, reason in
+            if code == CloseCode.slowConsumer { metrics.delivery.slowConsumerCloses.increment() }
             session?.close(code: code, reason: reason)
         }
-        transport.onDropped = { metrics.dropped.increment(by: Int64($0)) }
-        transport.onCoalesced = { metrics.coalesced.increment() }
-        transport.onClosed = { [weak session, weak transport] in
+        transport.observers.onDropped = { metrics.delivery.dropped.increment(by: Int64($0)) }
+        transport.observers.onCoalesced = { metrics.delivery.coalesced.increment() }
+        transport.observers.onClosed = { [weak session, weak transport] in
             // The polling slot is released when polling ends (closed, or upgraded).
             if !released {
                 released = true
@@ -177,7 +177,7 @@ struct PollingEndpoint {
                 transport?.discard()
                 return
             }
-            transport.onCloseDelivered = { sessions.remove(engineSID) }
+            transport.observers.onCloseDelivered = { sessions.remove(engineSID) }
             loop.assumeIsolated().scheduleTask(in: .seconds(10)) { [weak transport] in
                 sessions.remove(engineSID)
                 transport?.discard()

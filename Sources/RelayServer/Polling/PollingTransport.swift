@@ -7,9 +7,8 @@ import RelayCore
 /// nothing to take is held until there is (at the latest the next ping), and a second `GET`
 /// while one is held is a protocol error. Sizes are what polling carries: attachments as base64.
 final class PollingTransport: SessionTransport {
-    /// A held `GET`: its answer completes on the request's own loop.
-    private var pending: EventLoopPromise<HTTPResponse>?
-    private var pendingTimeout: Scheduled<Void>?
+    /// A held `GET`: its answer completes on the request's own loop; held at most `holdMs`.
+    private var held: (promise: EventLoopPromise<HTTPResponse>, timeout: Scheduled<Void>)?
     private var buffer: OutboundQueue<OutboundMessage>
     /// An upgrade is under way: every `GET` is answered with `noop` at once.
     private var releasing = false
@@ -26,21 +25,13 @@ final class PollingTransport: SessionTransport {
     private(set) var owesNoop = false
     /// The next `GET` still gets an answer of the session's (not 400).
     var owesAnswer: Bool { owesClose || owesNoop }
-    /// The owed close (and what was buffered before it, e.g. a CONNECT refusal) was taken.
-    var onCloseDelivered: (() -> Void)?
+    /// Whom the transport tells of violations, its end and what it dropped or coalesced.
+    var observers = PollingObservers()
     private let eventLoop: any EventLoop
     private let holdMs: Int64
-    /// The buffer passed its bound, or the client polled twice at once: the owner closes.
-    var onViolation: ((UInt16, String) -> Void)?
-    /// The transport ended (the session closed, or the WebSocket took over).
-    var onClosed: (() -> Void)?
 
     static let separator = PollingPayload.separator
 
-    /// Counted as lost when a session ends with messages still waiting.
-    var onDropped: ((Int) -> Void)?
-    /// Counted when a coalescible message replaced its older twin.
-    var onCoalesced: (() -> Void)?
     private var overflowed = false
 
     init(eventLoop: any EventLoop, softLimitBytes: Int, hardLimitBytes: Int, maxMessages: Int, holdMs: Int64) {
@@ -65,16 +56,16 @@ final class PollingTransport: SessionTransport {
         guard !closed, !overflowed else { return }
         switch buffer.enqueue(message, bytes: Self.wireBytes(message), key: message.coalescingKey) {
         case .queued: break
-        case .replaced: onCoalesced?()
+        case .replaced: observers.onCoalesced?()
         case .overflow:
             // A poller that does not come back cannot make the buffer grow without bound.
             overflowed = true
-            onViolation?(CloseCode.slowConsumer, "slow consumer")
+            observers.onViolation?(CloseCode.slowConsumer, "slow consumer")
         }
     }
 
     func flush() {
-        guard let promise = pending, !buffer.isEmpty else { return }
+        guard let promise = held?.promise, !buffer.isEmpty else { return }
         answer(promise, with: takeBody())
     }
 
@@ -89,17 +80,17 @@ final class PollingTransport: SessionTransport {
         closed = true
         if overflowed {
             // What overflowed is not owed to a client that stopped reading: drop it, keep the close.
-            if buffer.count > 0 { onDropped?(buffer.count) }
+            if buffer.count > 0 { observers.onDropped?(buffer.count) }
             buffer.removeAll()
         }
-        if let promise = pending {
+        if let promise = held?.promise {
             answer(promise, with: code == CloseCode.normal ? [UInt8(ascii: "6")] : closeBody())
         } else if code == CloseCode.normal {
             owesNoop = true
         } else {
             owesClose = CloseCode.isOwedToPoller(code)
         }
-        onClosed?()
+        observers.onClosed?()
     }
 
     /// The WebSocket took over: the held `GET` gets a noop; later ones are refused.
@@ -107,11 +98,11 @@ final class PollingTransport: SessionTransport {
         guard !closed else { return }
         closed = true
         upgraded = true
-        if let promise = pending {
+        if let promise = held?.promise {
             polledDuringUpgrade = true
             answer(promise, with: [UInt8(ascii: "6")])
         }
-        onClosed?()
+        observers.onClosed?()
     }
 
     func authenticated() {}
@@ -125,17 +116,17 @@ final class PollingTransport: SessionTransport {
                 promise.succeed(Self.body(owesClose ? closeBody() : [UInt8(ascii: "6")]))
                 owesClose = false
                 owesNoop = false
-                onCloseDelivered?()
-                onCloseDelivered = nil
+                observers.onCloseDelivered?()
+                observers.onCloseDelivered = nil
             } else {
                 promise.succeed(PollingEndpoint.engineError(.sessionUnknown))
             }
             return
         }
-        if pending != nil {
+        if held != nil {
             // Two GETs at once: the client broke the protocol.
             promise.succeed(PollingEndpoint.engineError(.badRequest))
-            onViolation?(CloseCode.protocolError, "concurrent polls")
+            observers.onViolation?(CloseCode.protocolError, "concurrent polls")
             return
         }
         if releasing {
@@ -147,19 +138,19 @@ final class PollingTransport: SessionTransport {
             answer(promise, with: takeBody())
             return
         }
-        pending = promise
         // Held at most until the next ping; this bound only matters if the session's timers
         // were to stop.
-        pendingTimeout = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(holdMs)) { [weak self] in
-            guard let self, let promise = self.pending else { return }
+        let timeout = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(holdMs)) { [weak self] in
+            guard let self, let promise = self.held?.promise else { return }
             self.answer(promise, with: [UInt8(ascii: "6")])
         }
+        held = (promise, timeout)
     }
 
     /// An upgrade probe answered `3probe`: release the held `GET` with a noop, and every later one.
     func releasePendingPoll() {
         releasing = true
-        if let promise = pending {
+        if let promise = held?.promise {
             polledDuringUpgrade = true
             answer(promise, with: [UInt8(ascii: "6")])
         }
@@ -182,23 +173,17 @@ final class PollingTransport: SessionTransport {
     /// Forgets what is still owed (the session's sid was forgotten): nothing is kept for a
     /// client that will never poll again.
     func discard() {
-        if buffer.count > 0 { onDropped?(buffer.count) }
+        if buffer.count > 0 { observers.onDropped?(buffer.count) }
         buffer.removeAll()
         owesClose = false
         owesNoop = false
-        pendingTimeout?.cancel()
-        pendingTimeout = nil
-        onCloseDelivered = nil
-        onViolation = nil
-        onClosed = nil
-        onDropped = nil
-        onCoalesced = nil
+        held?.timeout.cancel()
+        observers = PollingObservers()
     }
 
     private func answer(_ promise: EventLoopPromise<HTTPResponse>, with body: [UInt8]) {
-        pending = nil
-        pendingTimeout?.cancel()
-        pendingTimeout = nil
+        held?.timeout.cancel()
+        held = nil
         promise.succeed(Self.body(body))
     }
 

@@ -67,7 +67,7 @@ final class Revocations: Sendable {
             let close: @Sendable () -> Void = { partition.close(user: user, code: CloseCode.kicked, reason: "session ended by the backend") }
             if partition.eventLoop.inEventLoop { close() } else { partition.eventLoop.execute(close) }
         }
-        metrics.sessionsEnded.increment(by: Int64(ids.count))
+        metrics.connections.sessionsEnded.increment(by: Int64(ids.count))
         return ids.count
     }
 

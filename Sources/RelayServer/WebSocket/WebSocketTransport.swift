@@ -19,31 +19,21 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     typealias OutboundOut = WebSocketFrame
 
     let relay: RelayContext
-    /// The upgrade request's facts, until the session that keeps them is made.
-    /// Boxed: 72 bytes inline would stay in every socket's transport for its whole life.
-    private var handshake: HandshakeBox?
+    /// What the socket starts when it is added to the pipeline: a session of its own, or the
+    /// upgrade of a polling session. Dropped once started.
+    private var start: Start?
     /// permessage-deflate, when negotiated (all the transport needs of the handshake).
     let deflate: PerMessageDeflateNegotiation?
     var context: ChannelHandlerContext?
-    /// The context of NIO's frame encoder: frames made once per fan-out (`PreparedFrames`) are
-    /// written from there, as plain bytes, past the encoder. `nil` without the encoder (tests).
-    private var rawContext: ChannelHandlerContext? {
-        didSet {
-            writePathAddresses = rawContext.map {
-                (Prefetch.address(of: $0), Prefetch.address(of: $0.pipeline), Prefetch.address(of: $0.channel))
-            }
-        }
-    }
-    /// The addresses of what a write from `rawContext` touches first (its context, pipeline and
-    /// channel), for a fan-out to prefetch them without touching them.
-    private var writePathAddresses: (context: UnsafeRawPointer, pipeline: UnsafeRawPointer, channel: UnsafeRawPointer)?
+    /// Where frames made once per fan-out are written from: NIO's frame encoder's context.
+    /// `nil` without the encoder (tests).
+    private var readyFrames: ReadyFramePath?
     /// The channel's writability, as its last `channelWritabilityChanged` said (read per
     /// delivery: cheaper than asking the channel).
     private var writable = true
     var partition: LoopPartition?
     /// The session: its own (a new session) or a polling session's (an upgrade probe).
     private(set) var link: SessionLink?
-    private let probeOf: PollingRegistry.Handle?
     private var outbound: OutboundQueue<OutboundMessage>
     private var reader: WebSocketMessageReader?
     /// The pre-authentication frame guard, removed once CONNECT succeeded.
@@ -61,11 +51,10 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// - Parameter probeOf: the polling session this socket upgrades (its URL had a `sid`).
     init(relay: RelayContext, handshake: HandshakeInfo, frameGuard: FrameSizeGuard? = nil, probeOf: PollingRegistry.Handle? = nil) {
         self.relay = relay
-        self.handshake = HandshakeBox(info: handshake)
+        self.start = probeOf.map { .upgrade($0) } ?? .session(HandshakeBox(info: handshake))
         self.deflate = handshake.deflate
         self.frameGuard = frameGuard
-        self.probeOf = probeOf
-        let c = relay.configuration
+        let c = relay.configuration.connections
         self.outbound = OutboundQueue(softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
         LiveObjects.created(.webSocketTransport)
     }
@@ -79,17 +68,20 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        self.rawContext = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)
+        self.readyFrames = (try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)).map(ReadyFramePath.init)
         self.writable = context.channel.isWritable
         self.partition = hub.partition(for: context.eventLoop)
-        if let probeOf {
-            link = SessionLink.probe(probeOf, transport: self, transportLoop: context.eventLoop)
-        } else if let handshake = handshake?.info {
-            let session = SocketSession(relay: relay, handshake: handshake, transport: .websocket, eventLoop: context.eventLoop)
+        switch start {
+        case .upgrade(let polling)?:
+            link = SessionLink.probe(polling, transport: self, transportLoop: context.eventLoop)
+        case .session(let handshake)?:
+            let session = SocketSession(relay: relay, handshake: handshake.info, transport: .websocket, eventLoop: context.eventLoop)
             link = .local(session, transport: ObjectIdentifier(self))
             session.start(on: self)
+        case nil:
+            break
         }
-        handshake = nil
+        start = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -105,8 +97,8 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     private func teardown() {
         guard !reportedClosed else { return }
         reportedClosed = true
-        rawContext = nil
-        if outbound.count > 0 { hub.metrics.dropped.increment(by: Int64(outbound.count)) }
+        readyFrames = nil
+        if outbound.count > 0 { hub.metrics.delivery.dropped.increment(by: Int64(outbound.count)) }
         outbound.removeAll()
         pendingPong = nil
         link?.transportClosed()
@@ -120,7 +112,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         guard !closing else { return }
         // Until CONNECT succeeded, messages are held to the small pre-authentication limit.
         var reader = self.reader ?? WebSocketMessageReader(
-            maxMessageBytes: configuration.maxConnectPayload, inflater: deflate != nil ? partition?.inflater : nil)
+            maxMessageBytes: configuration.engine.maxConnectPayload, inflater: deflate != nil ? partition?.inflater : nil)
         let output = reader.read(frame, allocator: context.channel.allocator)
         self.reader = reader
         switch output {
@@ -162,7 +154,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     /// The session authenticated: lift the pre-authentication limits.
     func authenticated() {
-        reader?.maxMessageBytes = configuration.maxPayload
+        reader?.maxMessageBytes = configuration.engine.maxPayload
         if let frameGuard, let context {
             context.pipeline.syncOperations.removeHandler(frameGuard, promise: nil)
         }
@@ -196,9 +188,9 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         guard context != nil else { return }
         switch outbound.enqueue(message, bytes: message.byteCount, key: message.coalescingKey) {
         case .queued: break
-        case .replaced: hub.metrics.coalesced.increment()
+        case .replaced: hub.metrics.delivery.coalesced.increment()
         case .overflow:
-            hub.metrics.slowConsumerCloses.increment()
+            hub.metrics.delivery.slowConsumerCloses.increment()
             fail(code: CloseCode.slowConsumer, reason: "slow consumer")
         }
     }
@@ -224,8 +216,8 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// Writes the fan-out's ready-made frame from the encoder's context; `false` when this
     /// socket needs a frame of its own.
     private func writeReadyFrame(_ message: OutboundMessage) -> Bool {
-        guard let rawContext, let frame = preparedFrame(for: message) else { return false }
-        rawContext.write(NIOAny(frame), promise: nil)
+        guard let readyFrames, let frame = preparedFrame(for: message) else { return false }
+        readyFrames.context.write(NIOAny(frame), promise: nil)
         needsFlush = true
         return true
     }
@@ -235,7 +227,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// the plain one when it gets the message uncompressed; `nil` when it needs its own.
     private func preparedFrame(for message: OutboundMessage) -> ByteBuffer? {
         guard let frames = message.frames else { return nil }
-        guard let deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes else { return frames.plain }
+        guard let deflate, message.bytes.readableBytes >= configuration.engine.deflateThresholdBytes else { return frames.plain }
         return deflate.serverMaxWindowBits == 15 ? frames.compressed : nil
     }
 
@@ -243,7 +235,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// and the message is over the threshold, reusing the fan-out's shared compressed bytes when
     /// the client accepts a full window.
     private func frame(for message: OutboundMessage, allocator: ByteBufferAllocator) -> WebSocketFrame {
-        if let deflate, message.bytes.readableBytes >= configuration.deflateThresholdBytes, let partition {
+        if let deflate, message.bytes.readableBytes >= configuration.engine.deflateThresholdBytes, let partition {
             let compressed: ByteBuffer
             if deflate.serverMaxWindowBits == 15, let shared = message.compressed {
                 compressed = shared
@@ -256,19 +248,15 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     }
 
     func prefetchChannel() {
-        guard let addresses = writePathAddresses else { return }
-        Prefetch.lines(addresses.context, count: 2)
-        Prefetch.lines(addresses.pipeline, count: 2)
-        // The channel holds the socket, its pending writes and their bookkeeping.
-        Prefetch.lines(addresses.channel, count: 8)
+        readyFrames?.prefetch()
     }
 
     func flush() {
         assert(LockAudit.noneHeld(), "a lock is held across a socket flush")
         guard needsFlush else { return }
-        if let rawContext {
+        if let readyFrames {
             needsFlush = false
-            rawContext.flush()
+            readyFrames.context.flush()
         } else if let context {
             needsFlush = false
             context.flush()
@@ -328,7 +316,18 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     }
 }
 
+extension WebSocketTransport {
+    /// What a socket starts once it is in the pipeline.
+    private enum Start {
+        /// A session of its own, from the upgrade request's facts.
+        case session(HandshakeBox)
+        /// The upgrade of the polling session its URL named (`sid`).
+        case upgrade(PollingRegistry.Handle)
+    }
+}
+
 /// The upgrade request's facts, held by a socket's transport until its session is made.
+/// Boxed: 72 bytes inline would stay in every socket's transport for its whole life.
 private final class HandshakeBox {
     let info: HandshakeInfo
     init(info: HandshakeInfo) { self.info = info }

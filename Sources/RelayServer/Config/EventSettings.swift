@@ -1,0 +1,23 @@
+import RelayCore
+
+/// What a connection may send: event sizes and rates, inbound budgets, error replies, rooms,
+/// and the typing windows.
+public struct EventSettings: Sendable, Equatable {
+    public var customEventsEnabled = false
+    /// Largest event payload (encoded JSON bytes) a client may send; larger ones get `payload_too_large`.
+    public var maxEventBytes = 0
+    public var eventsPerSecond = EventRateLimiter.Budget(perSecond: 0, burst: 0)
+    public var eventsPerSecondByClass: [RateClass: EventRateLimiter.Budget] = [:]
+    /// Packets and event bytes per connection, on every transport, before and after CONNECT
+    /// (`InboundBudget`).
+    public var inbound = InboundBudget.Limits()
+    /// Error replies (error acks and `error` events) a connection may cause; past the budget
+    /// the relay stops answering and closes the socket with 1008.
+    public var errorReplies = EventRateLimiter.Budget(perSecond: 0, burst: 0)
+    public var maxRoomsPerConnection = 0
+    public var maxMembersPerRoom = 0
+    public var typingWindowMs: Int64 = 0
+    public var typingExpiryMs: Int64 = 0
+
+    public init() {}
+}
