@@ -58,6 +58,37 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The delivery path's contracts and their in-memory implementations: Broker,
+        // PresenceManager, KeptSessionStore, publications; and the small concurrency tools the
+        // server is built from (AuditedLock, lock stripes, the deadline scheduler, the clock).
+        .target(
+            name: "RelayBackends",
+            dependencies: [
+                "RelayCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Atomics", package: "swift-atomics"),
+            ],
+            // Locks and the broker run on every message: let the server specialise and inline them.
+            swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
+        ),
+        // The Redis side: RedisBroker, RedisPresenceManager, RedisKeptSessionStore, the cluster
+        // bus (heartbeats, node directory), the Lua scripts and receipt replication.
+        .target(
+            name: "RelayCluster",
+            dependencies: [
+                "RelayCore",
+                "RelayBackends",
+                "RelayRedis",
+                "RelayStore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
+        ),
         // SwiftNIO server: HTTP, WebSocket, Engine.IO sessions, fan-out, HTTP API.
         .target(
             name: "RelayServer",
@@ -65,6 +96,8 @@ let package = Package(
                 "RelayCore",
                 "RelayStore",
                 "RelayRedis",
+                "RelayBackends",
+                "RelayCluster",
                 "CZlib",
                 "CPrefetch",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -137,6 +170,8 @@ let package = Package(
             name: "RelayServerTests",
             dependencies: [
                 "RelayServer",
+                "RelayBackends",
+                "RelayCluster",
                 "RelayTestSupport",
                 "RelayRedis",
                 "RelayCore",

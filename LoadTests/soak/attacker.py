@@ -20,6 +20,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import resource
 import struct
 import time
@@ -300,6 +301,12 @@ async def main(args) -> int:
     with open(args.out, "a") as out:
         async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as http:
             while time.monotonic() < deadline and (args.rounds == 0 or i < args.rounds * len(ATTACKS)):
+                # Paused between attacks while the soak says so (`--pause-file`): rounds with and
+                # without the attacker then alternate within one run.
+                while args.pause_file and os.path.exists(args.pause_file) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.2)
+                if time.monotonic() >= deadline:
+                    break
                 port = ports[i % len(ports)]
                 attack = ATTACKS[i % len(ATTACKS)]
                 started = time.monotonic()
@@ -326,6 +333,7 @@ if __name__ == "__main__":
     p.add_argument("--rounds", type=int, default=0, help="stop after this many passes over the attacks (0: the deadline)")
     p.add_argument("--pause", type=float, default=0.5, help="seconds between two attacks")
     p.add_argument("--out", required=True, help="JSON lines, one per attack")
+    p.add_argument("--pause-file", default="", help="no new attack starts while this file exists")
     a = p.parse_args()
     for n in a.nodes.split(","):
         assert n.startswith("127."), "loopback only"

@@ -629,7 +629,8 @@ def attacker_cgroup(cores: float) -> Path:
     return group
 
 
-def start_attacker(nodes: list[Node], seconds: float, out: Path, niceness: int, cgroup: Path | None) -> subprocess.Popen:
+def start_attacker(nodes: list[Node], seconds: float, out: Path, niceness: int, cgroup: Path | None,
+                   pause_file: Path | None = None) -> subprocess.Popen:
     """On this one machine the attacker's own Python competes with the load generator and the
     clients for two cores; `niceness` lets it yield to them and `cgroup` caps it, as an attacker
     on another machine would take none of them. The relays' work refusing it is not reduced."""
@@ -642,7 +643,8 @@ def start_attacker(nodes: list[Node], seconds: float, out: Path, niceness: int, 
             os.nice(niceness)
 
     proc = subprocess.Popen([sys.executable, str(script), "--nodes", ",".join(n.addr for n in nodes),
-                             "--secret", JWT_SECRET, "--seconds", str(seconds), "--out", str(out / "attacks.jsonl")],
+                             "--secret", JWT_SECRET, "--seconds", str(seconds), "--out", str(out / "attacks.jsonl"),
+                             "--pause-file", str(pause_file) if pause_file else ""],
                             stdin=subprocess.DEVNULL, stdout=open(out / "attacker.log", "w"), stderr=subprocess.STDOUT,
                             preexec_fn=enter if (niceness or cgroup is not None) else None)
     REGISTRY.add("attacker", proc)
@@ -1105,10 +1107,16 @@ async def main(args) -> int:
     mixed = [asyncio.create_task(mixed_worker(i, nodes, st, bg_deadline)) for i in range(args.mixed_clients)]
     background = writers + churners + mixed
     attacker = None
+    # --attacker-alternate: the attacker runs in rounds 0-1, 4-5, 8-9, … and pauses (between
+    # attacks) in rounds 2-3, 6-7, …, so each scenario has rounds with and without it in one run.
+    pause_file = out / "attacker.paused"
+    pause_file.unlink(missing_ok=True)
+    attacker_rounds: list[int] = []
     cgroup = attacker_cgroup(args.attacker_cores) if args.attacker and args.attacker_cores > 0 else None
     if args.attacker:
         (out / "attacks.jsonl").unlink(missing_ok=True)
-        attacker = start_attacker(nodes, rounds * ROUND_SECONDS, out, args.attacker_nice, cgroup)
+        attacker = start_attacker(nodes, rounds * ROUND_SECONDS, out, args.attacker_nice, cgroup,
+                                  pause_file if args.attacker_alternate else None)
         st.note(f"attacker running (pid {attacker.pid}, nice {args.attacker_nice}, "
                 f"cap {args.attacker_cores if cgroup else 'none'} cores)")
 
@@ -1118,6 +1126,14 @@ async def main(args) -> int:
             break
         st.round = r
         round_start = load_start + r * ROUND_SECONDS
+        if args.attacker and args.attacker_alternate:
+            if (r // 2) % 2 == 0:
+                pause_file.unlink(missing_ok=True)
+                attacker_rounds.append(r)
+            else:
+                pause_file.touch()
+        elif args.attacker:
+            attacker_rounds.append(r)
         slow = r % 2 == 1
         st.note(f"round {r}: {'slow-consumer' if slow else 'fanout'}; receipts acked so far {st.receipts['acked']}")
         load_task = asyncio.create_task(run_relay_load(args, nodes, st, slow, out))
@@ -1214,6 +1230,7 @@ async def main(args) -> int:
         "rounds": len(st.loads),
         "node_cpu_at_load_end": node_cpu,
         "attacker_cpu": attacker_cpu(out) if args.attacker else None,
+        "attacker_rounds": attacker_rounds if args.attacker else None,
         "attacker_cap": {"cores": args.attacker_cores, "cpu_stat": throttling} if cgroup is not None else None,
         "relay_load": {
             "runs": len(st.loads),
@@ -1319,6 +1336,8 @@ def parse_args():
     p.add_argument("--attacker", action="store_true", help="run LoadTests/soak/attacker.py against both nodes for the whole load phase")
     p.add_argument("--attacker-nice", type=int, default=19,
                    help="niceness of the attacker process (0: none); on one machine it competes with the load for CPU")
+    p.add_argument("--attacker-alternate", action="store_true",
+                   help="with --attacker: attack in rounds 0-1, 4-5, … and pause in rounds 2-3, 6-7, … (compared within one run)")
     p.add_argument("--attacker-cores", type=float, default=0,
                    help="cap the attacker at this many cores in its own cgroup-v1 cpu group (0: no cap; needs root)")
     return p.parse_args()

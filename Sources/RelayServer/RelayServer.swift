@@ -5,9 +5,11 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
+import RelayBackends
+import RelayCluster
 import RelayCore
-import RelayStore
 import RelayRedis
+import RelayStore
 import ServiceLifecycle
 
 /// The relay's listening server: one TCP listener, HTTP/1.1 for the API and the WebSocket
@@ -137,11 +139,11 @@ public final class RelayServer: Sendable {
     static func configure(channel: any Channel, relay: RelayContext, connectionAddress: IPAddress? = nil) throws {
         let client = NIOLoopBound(
             ConnectionAdmission(
-                admission: relay.admission, trusted: relay.configuration.trustedProxies,
+                admission: relay.admission, trusted: relay.configuration.listener.trustedProxies,
                 connectionAddress: connectionAddress ?? ConnectionAdmission.peerAddress(of: channel)),
             eventLoop: channel.eventLoop)
         channel.closeFuture.whenComplete { _ in client.value.release() }
-        let origins = relay.configuration.originPolicy
+        let origins = relay.configuration.listener.originPolicy
         let httpHandler = HTTPHandler(relay: relay, router: HTTPRouter(relay: relay), client: client.value)
         let boundHTTPHandler = NIOLoopBound(httpHandler, eventLoop: channel.eventLoop)
         let configuration = relay.configuration

@@ -18,7 +18,7 @@ final class BackpressureTests: XCTestCase {
     }
 
     func testOnlyTheNewestLocationPerSenderIsKeptWhileBlocked() throws {
-        let h = Harness { $0.outboundSoftLimitBytes = 0 }
+        let h = Harness { $0.connections.outboundSoftLimitBytes = 0 }
         let bob = try joined(h, "bob")
         let alice = try joined(h, "alice")
         _ = try bob.texts()
@@ -45,7 +45,7 @@ final class BackpressureTests: XCTestCase {
     }
 
     func testHardLimitClosesTheSlowSocketWith4008AndSparesTheOthers() throws {
-        let h = Harness { $0.outboundSoftLimitBytes = 100; $0.outboundHardLimitBytes = 2000 }
+        let h = Harness { $0.connections.outboundSoftLimitBytes = 100; $0.connections.outboundHardLimitBytes = 2000 }
         let slow = try joined(h, "bob")
         let alice = try joined(h, "alice")
         let carol = try joined(h, "carol")

@@ -8,6 +8,8 @@ import RelayTestSupport
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
+@testable import RelayCluster
 
 /// One suite, run against every `Broker`: the memory broker and the Redis broker (a real
 /// redis-server). Subclasses say how to make one.

@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// A callback read on every call must not grow: a function-typed value read through a generic
 /// lock's `inout` gained one thunk per read and overflowed the stack after ~40 000 reads.

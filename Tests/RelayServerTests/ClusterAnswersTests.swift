@@ -10,6 +10,8 @@ import RelayTestSupport
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
+@testable import RelayCluster
 
 /// The backend answers on one node: emit recipients (per user, `to.users`), the presence
 /// queries, and coalesced emits (the hub's timers on an embedded loop, time moved by hand).

@@ -21,38 +21,38 @@ final class ConfigurationLoaderTests: XCTestCase {
         XCTAssertEqual(r["ping-interval"]?.source, .default)
         let (c, dev) = try ConfigurationLoader.build(&r)
         XCTAssertFalse(dev)
-        XCTAssertEqual(c.port, 1)
-        XCTAssertEqual(c.maxPayload, 3000)
-        XCTAssertEqual(c.maxEventBytes, 6000)
-        XCTAssertEqual(c.pingIntervalMs, 25_000)
-        XCTAssertEqual(c.jwtLeewaySeconds, 30)
+        XCTAssertEqual(c.listener.port, 1)
+        XCTAssertEqual(c.engine.maxPayload, 3000)
+        XCTAssertEqual(c.events.maxEventBytes, 6000)
+        XCTAssertEqual(c.engine.pingIntervalMs, 25_000)
+        XCTAssertEqual(c.auth.jwtLeewaySeconds, 30)
         var r2 = ConfigurationLoader.resolve(flags: ["jwt-leeway": "5"], environment: ["RELAY_JWT_SECRET": secret, "RELAY_API_KEY": "0123456789abcdef", "RELAY_ADMIN_KEY": "0123456789abcdef"], file: [:])
-        XCTAssertEqual(try ConfigurationLoader.build(&r2).0.jwtLeewaySeconds, 5)
+        XCTAssertEqual(try ConfigurationLoader.build(&r2).0.auth.jwtLeewaySeconds, 5)
     }
 
     func testTheInboundLimitsAndTheirBounds() throws {
         let keys = ["jwt-secret": secret, "api-key": "0123456789abcdef", "admin-key": "0123456789abcdef"]
         var defaults = ConfigurationLoader.resolve(flags: keys, environment: [:], file: [:])
         let d = try ConfigurationLoader.build(&defaults).0
-        XCTAssertEqual(d.inbound, InboundBudget.Limits())
-        XCTAssertEqual(d.outboundHardLimitBytes, 1 << 20)
-        XCTAssertLessThanOrEqual(d.inbound.eventBytes.burst * 2, Double(d.outboundHardLimitBytes), "one sender's burst is half a reader's queue")
+        XCTAssertEqual(d.events.inbound, InboundBudget.Limits())
+        XCTAssertEqual(d.connections.outboundHardLimitBytes, 1 << 20)
+        XCTAssertLessThanOrEqual(d.events.inbound.eventBytes.burst * 2, Double(d.connections.outboundHardLimitBytes), "one sender's burst is half a reader's queue")
         XCTAssertEqual(d.webhooks.queueBytes, 64 << 20)
-        XCTAssertEqual(d.historyLimits.maxStreamBytes, 2 << 20)
+        XCTAssertEqual(d.recovery.historyLimits.maxStreamBytes, 2 << 20)
 
         var set = ConfigurationLoader.resolve(flags: keys.merging([
             "packets-per-second": "10", "inbound-bytes-per-second": "2048", "event-bytes-per-second": "1000",
             "max-event-bytes": "800000", "max-payload": "900000", "webhook-queue-bytes": "4096", "history-stream-bytes": "5000",
         ]) { a, _ in a }, environment: [:], file: [:])
         let c = try ConfigurationLoader.build(&set).0
-        XCTAssertEqual(c.inbound.packets, .init(perSecond: 10, burst: 20))
-        XCTAssertEqual(c.inbound.bytes.perSecond, 2048)
-        XCTAssertEqual(c.inbound.bytes.burst, 1_800_000, "at least two messages of max-payload")
-        XCTAssertEqual(c.inbound.eventBytes.burst, 800_000, "at least one event of max-event-bytes")
-        XCTAssertEqual(c.outboundHardLimitBytes, 1_600_000, "two of the largest events fit every reader's queue")
-        XCTAssertEqual(c.sessionConfiguration.inbound, c.inbound)
+        XCTAssertEqual(c.events.inbound.packets, .init(perSecond: 10, burst: 20))
+        XCTAssertEqual(c.events.inbound.bytes.perSecond, 2048)
+        XCTAssertEqual(c.events.inbound.bytes.burst, 1_800_000, "at least two messages of max-payload")
+        XCTAssertEqual(c.events.inbound.eventBytes.burst, 800_000, "at least one event of max-event-bytes")
+        XCTAssertEqual(c.connections.outboundHardLimitBytes, 1_600_000, "two of the largest events fit every reader's queue")
+        XCTAssertEqual(c.sessionConfiguration.inbound, c.events.inbound)
         XCTAssertEqual(c.webhooks.queueBytes, 4096)
-        XCTAssertEqual(c.historyLimits.maxStreamBytes, 5000)
+        XCTAssertEqual(c.recovery.historyLimits.maxStreamBytes, 5000)
 
         var bad = ConfigurationLoader.resolve(flags: keys.merging(["packets-per-second": "0"]) { a, _ in a }, environment: [:], file: [:])
         XCTAssertThrowsError(try ConfigurationLoader.build(&bad))
@@ -62,12 +62,12 @@ final class ConfigurationLoaderTests: XCTestCase {
         let keys = ["jwt-secret": secret, "api-key": "0123456789abcdef", "admin-key": "0123456789abcdef"]
         var r = ConfigurationLoader.resolve(flags: keys.merging(["proxy-protocol": "true"]) { a, _ in a }, environment: ["RELAY_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.1,fd00::/8"], file: [:])
         let c = try ConfigurationLoader.build(&r).0
-        XCTAssertTrue(c.proxyProtocol)
-        XCTAssertEqual(c.trustedProxies.ranges.map(\.description), ["10.0.0.0/8", "127.0.0.1", "fd00::/8"])
+        XCTAssertTrue(c.listener.proxyProtocol)
+        XCTAssertEqual(c.listener.trustedProxies.ranges.map(\.description), ["10.0.0.0/8", "127.0.0.1", "fd00::/8"])
         var defaults = ConfigurationLoader.resolve(flags: keys, environment: [:], file: [:])
         let d = try ConfigurationLoader.build(&defaults).0
-        XCTAssertFalse(d.proxyProtocol)
-        XCTAssertTrue(d.trustedProxies.isEmpty)
+        XCTAssertFalse(d.listener.proxyProtocol)
+        XCTAssertTrue(d.listener.trustedProxies.isEmpty)
 
         var bad = ConfigurationLoader.resolve(flags: keys.merging(["trusted-proxies": "10.1.0.0/8,lb.internal,10.0.0.0/40"]) { a, _ in a }, environment: [:], file: [:])
         XCTAssertThrowsError(try ConfigurationLoader.build(&bad)) { error in
@@ -97,9 +97,9 @@ final class ConfigurationLoaderTests: XCTestCase {
         let (c, dev) = try ConfigurationLoader.build(&r)
         XCTAssertTrue(dev)
         XCTAssertEqual(r["jwt-secret"]?.source, .generated)
-        guard case .hs256(let s) = c.jwt else { return XCTFail("expected HS256") }
+        guard case .hs256(let s) = c.auth.jwt else { return XCTFail("expected HS256") }
         XCTAssertGreaterThanOrEqual(s.utf8.count, 32)
-        XCTAssertGreaterThanOrEqual(c.apiKey.utf8.count, 16)
+        XCTAssertGreaterThanOrEqual(c.auth.apiKey.utf8.count, 16)
     }
 
     func testEveryProblemIsReportedAtOnce() {
@@ -129,9 +129,9 @@ final class ConfigurationLoaderTests: XCTestCase {
         XCTAssertEqual(values["allowed-origins"], "https://a.example,https://b.example")
         var r = ConfigurationLoader.resolve(flags: ["jwt-secret": secret, "api-key": "0123456789abcdef", "admin-key": "0123456789abcdef"], environment: [:], file: values)
         let (c, _) = try ConfigurationLoader.build(&r)
-        XCTAssertFalse(c.customEventsEnabled)
-        XCTAssertEqual(c.allowedOrigins, ["https://a.example", "https://b.example"])
-        XCTAssertEqual(c.eventsPerSecond.perSecond, 12.5)
+        XCTAssertFalse(c.events.customEventsEnabled)
+        XCTAssertEqual(c.listener.allowedOrigins, ["https://a.example", "https://b.example"])
+        XCTAssertEqual(c.events.eventsPerSecond.perSecond, 12.5)
 
         let bad = dir.appendingPathComponent("bad.json")
         try #"{"prot": 1, "port": "x"}"#.write(to: bad, atomically: true, encoding: .utf8)

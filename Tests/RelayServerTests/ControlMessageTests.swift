@@ -2,6 +2,7 @@ import RelayCore
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// What nodes tell each other on `relay:control` reads back as sent, and anything else is dropped.
 final class ControlMessageTests: XCTestCase {

@@ -4,6 +4,7 @@ import NIOEmbedded
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// The scheduler behind the typing, live-location and coalescing timers: one task at the
 /// earliest deadline asked for, whatever the order of the asks; a later ask returns without

@@ -2,6 +2,7 @@ import NIOCore
 import RelayCore
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// A broker that forwards everything to a memory broker; tests subclass it to change one step
 /// (when a subscription completes, what happens before an append). (`@unchecked Sendable`:

@@ -5,6 +5,7 @@ import RelayCore
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// A memory broker whose stream subscriptions complete only when the test says: CONNECT setup
 /// then waits, as it does on a slow Redis, and hub deliveries are held for the socket meanwhile.
@@ -32,7 +33,7 @@ final class HoldingLimitTests: XCTestCase {
 
     private func harness(_ configure: @escaping (inout RelayConfiguration) -> Void = { _ in }) -> Harness {
         Harness(configure: configure, broker: { c, clock in
-            let b = DeferredBroker(MemoryBroker(limits: c.historyLimits, wallMs: clock.wallMs))
+            let b = DeferredBroker(MemoryBroker(limits: c.recovery.historyLimits, wallMs: clock.wallMs))
             self.broker = b
             return b
         })
@@ -69,7 +70,7 @@ final class HoldingLimitTests: XCTestCase {
     /// A flood of room events while CONNECT waits is bounded like the outbound queue: over the
     /// hard limit the socket is closed 4008 instead of holding everything.
     func testHoldingPastTheHardLimitCloses4008() throws {
-        let h = harness { $0.outboundHardLimitBytes = 4_000 }
+        let h = harness { $0.connections.outboundHardLimitBytes = 4_000 }
         let alice = try h.session()
         try alice.connect("alice")
         try alice.send("420[\"room:join\",{\"room\":\"conversation:1\"}]")

@@ -10,7 +10,7 @@ import XCTest
 /// checked on an `EmbeddedChannel` (the e2e suite replays the same attacks on a real process).
 final class HostileInputTests: XCTestCase {
     func testMessagesBeforeConnectAreHeldToTheSmallLimit() throws {
-        let h = Harness { $0.maxConnectPayload = 1024; $0.maxPayload = 100_000 }
+        let h = Harness { $0.engine.maxConnectPayload = 1024; $0.engine.maxPayload = 100_000 }
         let s = try h.session()
         _ = try s.frames()
         try s.send("4" + String(repeating: "x", count: 1500))
@@ -18,7 +18,7 @@ final class HostileInputTests: XCTestCase {
     }
 
     func testTheFullLimitAppliesOnceConnected() throws {
-        let h = Harness { $0.maxConnectPayload = 1024; $0.maxPayload = 100_000 }
+        let h = Harness { $0.engine.maxConnectPayload = 1024; $0.engine.maxPayload = 100_000 }
         let s = try h.session()
         try s.connect("alice")
         try s.send("42[\"room:join\",{\"room\":\"conversation:1\",\"pad\":\"" + String(repeating: "x", count: 5000) + "\"}]")
@@ -27,9 +27,9 @@ final class HostileInputTests: XCTestCase {
 
     func testErrorRepliesSpendABudgetThenClose1008() throws {
         let h = Harness {
-            $0.errorReplies = .init(perSecond: 1, burst: 3)
-            $0.eventsPerSecond = .init(perSecond: 1000, burst: 1000)
-            $0.eventsPerSecondByClass[.control] = .init(perSecond: 1000, burst: 1000)
+            $0.events.errorReplies = .init(perSecond: 1, burst: 3)
+            $0.events.eventsPerSecond = .init(perSecond: 1000, burst: 1000)
+            $0.events.eventsPerSecondByClass[.control] = .init(perSecond: 1000, burst: 1000)
         }
         let s = try h.session()
         try s.connect("alice")
@@ -44,7 +44,7 @@ final class HostileInputTests: XCTestCase {
 
     func testPingsAreAnsweredOnceWhileTheSocketDoesNotDrain() throws {
         // A packet budget large enough for the 1000 pings: this test is about the answers.
-        let h = Harness { $0.inbound.packets = .init(perSecond: 10_000, burst: 10_000) }
+        let h = Harness { $0.events.inbound.packets = .init(perSecond: 10_000, burst: 10_000) }
         let s = try h.session()
         try s.connect("alice")
         s.channel.isWritable = false
@@ -96,7 +96,7 @@ final class HostileInputTests: XCTestCase {
     }
 
     func testReceiptsAwaitingCommitAreBoundedPerConnection() throws {
-        let h = Harness { $0.maxPendingReceiptsPerConnection = 2 }
+        let h = Harness { $0.receipts.maxPendingPerConnection = 2 }
         let s = try h.session()
         try s.connect("alice")
         try s.send("421[\"room:join\",{\"room\":\"conversation:1\"}]")
@@ -112,7 +112,7 @@ final class HostileInputTests: XCTestCase {
     }
 
     func testReceiptsPerUserAreBoundedAcrossConnections() throws {
-        let h = Harness { $0.receiptsPerUser = .init(perSecond: 1, burst: 2) }
+        let h = Harness { $0.receipts.perUser = .init(perSecond: 1, burst: 2) }
         let a = try h.session()
         let b = try h.session()
         for s in [a, b] {

@@ -17,10 +17,10 @@ final class HubShardingTests: XCTestCase {
 
     func makeHub(maxRooms: Int = 100, maxMembers: Int = 10_000, maxConnections: Int = 1_000_000, perUser: Int = 20) -> Hub {
         var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
-        c.maxRoomsPerConnection = maxRooms
-        c.maxMembersPerRoom = maxMembers
-        c.maxConnections = maxConnections
-        c.maxConnectionsPerUser = perUser
+        c.events.maxRoomsPerConnection = maxRooms
+        c.events.maxMembersPerRoom = maxMembers
+        c.connections.maxConnections = maxConnections
+        c.connections.maxConnectionsPerUser = perUser
         return Hub(eventLoops: [loopA, loopB], configuration: c, clock: clock.relayClock)
     }
 

@@ -68,7 +68,7 @@ final class HubTests: XCTestCase {
     /// local half's writes.
     func testOtherLoopsHaveTheirDeliveryBeforeTheCallersLoopWritesItsOwn() throws {
         var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
-        c.historyLimits = HistoryLimits(maxEvents: 0)
+        c.recovery.historyLimits = HistoryLimits(maxEvents: 0)
         let hub = Hub(eventLoops: [loopA, loopB], configuration: c, clock: clock.relayClock)
         let shardA = hub.partitions[0], shardB = hub.partitions[1]
         let alice = ProbeSink(1) { shardB.pendingDeliveries }
@@ -214,7 +214,7 @@ final class HubTests: XCTestCase {
     func testPerUserConnectionLimit() throws {
         let c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
         var limited = c
-        limited.maxConnectionsPerUser = 1
+        limited.connections.maxConnectionsPerUser = 1
         let hub = Hub(eventLoops: [loopA], configuration: limited, clock: clock.relayClock)
         try hub.register(RecordingSink(1), sid: "a", user: "u", on: hub.partitions[0])
         XCTAssertThrowsError(try hub.register(RecordingSink(2), sid: "b", user: "u", on: hub.partitions[0])) { error in

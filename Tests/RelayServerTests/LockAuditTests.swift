@@ -1,6 +1,7 @@
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// The debug-build check behind "no lock held across I/O": audited locks count themselves per
 /// thread, and the socket and HTTP write paths assert the count is zero (every test that runs

@@ -3,6 +3,7 @@ import RelayCore
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// `OutboundMessage` is a value with one copy-on-write box inside: copies share it until one of
 /// them is changed, and a change never shows through another copy.

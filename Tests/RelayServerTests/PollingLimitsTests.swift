@@ -90,7 +90,7 @@ final class PollingLimitsTests: XCTestCase {
     /// Sessions that never log in, are refused, flood, leave cleanly or go silent: once they
     /// ended, no session, transport or registry entry is left.
     func testEndedPollingSessionsLeaveNothingBehind() throws {
-        let h = Harness { $0.authFailuresPerIP = .init(perSecond: 1000, burst: 1000) }
+        let h = Harness { $0.auth.authFailuresPerIP = .init(perSecond: 1000, burst: 1000) }
         let sessionsBefore = LiveObjects.count(.session)
         let transportsBefore = LiveObjects.count(.pollingTransport)
         let flood = "2" + String(repeating: "\u{1e}2", count: 1000)
@@ -142,7 +142,7 @@ final class PollingLimitsTests: XCTestCase {
         let sid = try handshake(h)
         let query = QueryString(uri: "/socket.io/?EIO=4&transport=polling&sid=\(sid)")
         guard case .read(let limit, let release?) = PollingEndpoint.bodyAdmission(for: query, relay: h.relay) else { return XCTFail("first POST") }
-        XCTAssertEqual(limit, h.configuration.maxConnectPayload, "before CONNECT: the small limit")
+        XCTAssertEqual(limit, h.configuration.engine.maxConnectPayload, "before CONNECT: the small limit")
         guard case .refuse(let refusal) = PollingEndpoint.bodyAdmission(for: query, relay: h.relay) else { return XCTFail("second POST at once") }
         XCTAssertEqual(refusal.status, .badRequest)
         release()
@@ -150,7 +150,7 @@ final class PollingLimitsTests: XCTestCase {
         again()
         post(h, sid: sid, "40{\"token\":\"alice\"}")
         guard case .read(let after, let last?) = PollingEndpoint.bodyAdmission(for: query, relay: h.relay) else { return XCTFail("logged in") }
-        XCTAssertEqual(after, h.configuration.maxPayload)
+        XCTAssertEqual(after, h.configuration.engine.maxPayload)
         last()
     }
 
@@ -162,10 +162,10 @@ final class PollingLimitsTests: XCTestCase {
             if let key { head.headers.add(name: "authorization", value: "Bearer \(key)") }
             return router.bodyPolicy(for: head)
         }
-        let api = h.configuration.apiKey, admin = h.configuration.adminKey
+        let api = h.configuration.auth.apiKey, admin = h.configuration.auth.adminKey
         for (uri, key) in [("/api/v1/emit", api), ("/api/v1/presence", api), ("/api/v1/users/bob/disconnect", api), ("/admin/v1/emit", admin)] {
             guard case .read(let limit, nil) = policy(.POST, uri, key: key) else { return XCTFail("\(uri) with its key") }
-            XCTAssertEqual(limit, h.configuration.maxHTTPBodyBytes)
+            XCTAssertEqual(limit, h.configuration.listener.maxHTTPBodyBytes)
             guard case .discard = policy(.POST, uri, key: nil) else { return XCTFail("\(uri) without a key") }
             guard case .discard = policy(.POST, uri, key: key + "x") else { return XCTFail("\(uri) with a wrong key") }
         }

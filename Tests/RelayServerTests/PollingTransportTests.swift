@@ -6,6 +6,7 @@ import RelayCore
 import XCTest
 
 @testable import RelayServer
+@testable import RelayCluster
 
 /// The long-polling buffer and its held GET, on an embedded loop.
 final class PollingTransportTests: XCTestCase {

@@ -120,7 +120,7 @@ final class PreparedFramesTests: XCTestCase {
     }
 
     func testDeflateClientsShareTheCompressedFrameAndOthersThePlainOne() throws {
-        let h = Harness { $0.deflateThresholdBytes = 64 }
+        let h = Harness { $0.engine.deflateThresholdBytes = 64 }
         let full = try XCTUnwrap(PerMessageDeflateNegotiation.negotiate(["permessage-deflate"]))
         let small = try XCTUnwrap(PerMessageDeflateNegotiation.negotiate(["permessage-deflate; server_max_window_bits=9"]))
         let plain = try wireSession(h)

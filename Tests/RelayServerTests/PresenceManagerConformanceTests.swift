@@ -7,6 +7,8 @@ import RelayTestSupport
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
+@testable import RelayCluster
 
 /// One suite, run against every `PresenceManager`: on a single node the memory manager and the
 /// Redis manager must give the same answers (first device in, last device out, the room's list).

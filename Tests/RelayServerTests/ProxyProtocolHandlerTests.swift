@@ -127,8 +127,8 @@ final class ProxyProtocolHandlerTests: XCTestCase {
 
     func testForwardedForFromATrustedProxyRekeysAdmissionPerRequest() throws {
         let harness = Harness { c in
-            c.trustedProxies = self.trusted
-            c.maxConnectionsPerIP = 1
+            c.listener.trustedProxies = self.trusted
+            c.connections.maxConnectionsPerIP = 1
         }
         let admission = harness.relay.admission
         let proxy = try httpChannel(harness, peer: "127.0.0.1")
@@ -170,7 +170,7 @@ final class ProxyProtocolHandlerTests: XCTestCase {
     }
 
     func testProxyDeclaredClientIsCountedAndItsForwardedForIgnored() throws {
-        let harness = Harness { c in c.trustedProxies = self.trusted }
+        let harness = Harness { c in c.listener.trustedProxies = self.trusted }
         let admission = harness.relay.admission
         let channel = try httpChannel(harness, peer: "127.0.0.1", proxyDeclared: "198.51.100.7")
         XCTAssertEqual(admission.connections(ip: "198.51.100.7"), 1)

@@ -5,6 +5,7 @@ import RelayCore
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// A memory broker that runs `beforeAppend` when a publish reaches it: what another loop does
 /// between the publisher's read of the audience and the event's append to the history.
@@ -27,8 +28,8 @@ final class PublishRaceTests: XCTestCase {
     func testARecoverableEventReachesASocketThatJoinedAfterItsAudienceWasRead() throws {
         let loopA = EmbeddedEventLoop(), loopB = EmbeddedEventLoop()
         var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
-        c.maxConnectionsPerUser = 20
-        let broker = InterleavingBroker(MemoryBroker(limits: c.historyLimits, wallMs: { 1_700_000_000_000 }))
+        c.connections.maxConnectionsPerUser = 20
+        let broker = InterleavingBroker(MemoryBroker(limits: c.recovery.historyLimits, wallMs: { 1_700_000_000_000 }))
         let hub = Hub(eventLoops: [loopA, loopB], configuration: c, broker: broker)
         let bob = RecordingSink(1), amy = RecordingSink(2)
         try hub.register(bob, sid: "s1", user: "bob", on: hub.partitions[0])

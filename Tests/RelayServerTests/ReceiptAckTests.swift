@@ -91,7 +91,7 @@ final class ReceiptAckTests: XCTestCase {
     /// The bound counts a receipt until its commit or its failure; an ack that completes after
     /// the socket closed is not sent.
     func testTheBoundCountsUntilTheStoreAnswersAndNoAckFollowsAClose() throws {
-        let h = Harness { $0.maxPendingReceiptsPerConnection = 1 }
+        let h = Harness { $0.receipts.maxPendingPerConnection = 1 }
         let bob = try h.session()
         try bob.connect("bob")
         try join(bob)

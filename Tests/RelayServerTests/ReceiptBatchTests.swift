@@ -57,7 +57,7 @@ final class ReceiptBatchTests: XCTestCase {
         }
         XCTAssertEqual(h.store.pending.count, 0)
         // A batch bigger than what may still await commit is refused whole.
-        let full = Harness { $0.maxPendingReceiptsPerConnection = 2 }
+        let full = Harness { $0.receipts.maxPendingPerConnection = 2 }
         let carol = try full.session()
         try carol.connect("carol")
         try join(carol)

@@ -137,7 +137,7 @@ final class RecoveryTests: XCTestCase {
     }
 
     func testNeverRecoveredWhenItCannotBeExact() throws {
-        let h = Harness { $0.historyLimits.maxEvents = 3 }
+        let h = Harness { $0.recovery.historyLimits.maxEvents = 3 }
         let alice = try h.session(), bob = try h.session()
         let first = try connect(alice, "{\"token\":\"alice\",\"recover\":true,\"rooms\":[\"conversation:1\"]}")
         _ = try connect(bob, "{\"token\":\"bob\",\"rooms\":[\"conversation:1\"]}")
@@ -182,7 +182,7 @@ final class RecoveryTests: XCTestCase {
     }
 
     func testAClientDisconnectOrAnExpiredWindowIsNotRecovered() throws {
-        let h = Harness { $0.recoveryWindowMs = 1_000 }
+        let h = Harness { $0.recovery.windowMs = 1_000 }
         let alice = try h.session()
         let left = try connect(alice, "{\"token\":\"alice\",\"recover\":true}")
         try alice.send("41")
@@ -199,7 +199,7 @@ final class RecoveryTests: XCTestCase {
     /// Why a socket ended decides whether its session is kept: a kick ends it for good; a
     /// reconnect that takes over a live connection (4009) gets it back.
     func testAKickEndsTheSessionATakeoverKeepsIt() throws {
-        let h = Harness { $0.recoveryTakeoverAfterMs = 1_000 }
+        let h = Harness { $0.recovery.takeoverAfterMs = 1_000 }
         let alice = try h.session()
         let kicked = try connect(alice, "{\"token\":\"alice\",\"recover\":true,\"rooms\":[\"conversation:1\"]}")
         let socket = try XCTUnwrap(alice.channel.pipeline.syncOperations.handler(type: WebSocketTransport.self).session)
@@ -236,7 +236,7 @@ final class RecoveryTests: XCTestCase {
     }
 
     func testRoomSyncPagesAndSaysWhenHistoryIsGone() throws {
-        let h = Harness { $0.historyLimits.maxEvents = 5 }
+        let h = Harness { $0.recovery.historyLimits.maxEvents = 5 }
         let alice = try h.session(), bob = try h.session()
         let a = try connect(alice, "{\"token\":\"alice\",\"rooms\":[\"conversation:1\"]}")
         _ = try connect(bob, "{\"token\":\"bob\",\"rooms\":[\"conversation:1\"]}")

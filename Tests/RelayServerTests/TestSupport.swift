@@ -8,6 +8,7 @@ import RelayStore
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// A clock the test moves by hand.
 final class ManualClock: Sendable {
@@ -62,8 +63,8 @@ final class Harness {
     /// Tokens are looked up in this table instead of being verified (TokenVerifier has its own tests).
     init(configure: (inout RelayConfiguration) -> Void = { _ in }, broker: ((RelayConfiguration, RelayClock) -> any Broker)? = nil) {
         var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: String(repeating: "a", count: 16), adminKey: String(repeating: "b", count: 16))
-        c.pingIntervalMs = 25_000
-        c.pingTimeoutMs = 20_000
+        c.engine.pingIntervalMs = 25_000
+        c.engine.pingTimeoutMs = 20_000
         configure(&c)
         configuration = c
         let hub = Hub(eventLoops: [loop], configuration: c, clock: clock.relayClock, broker: broker?(c, clock.relayClock))

@@ -42,7 +42,7 @@ final class TokenLifetimeTests: XCTestCase {
     }
 
     func testAnExpiringTokenIsAnnouncedThenTheSocketIsClosedAtExpiryPlusLeeway() throws {
-        let h = Harness { $0.tokenExpiryNoticeMs = 60_000; $0.jwtLeewaySeconds = 30 }
+        let h = Harness { $0.auth.tokenExpiryNoticeMs = 60_000; $0.auth.jwtLeewaySeconds = 30 }
         let s = try h.session()
         try connect(s, token("alice", expiresIn: 120, h))
         XCTAssertFalse(texts(try live(h, s, ms: 59_000)).contains { $0.contains("auth:expiring") })
@@ -57,7 +57,7 @@ final class TokenLifetimeTests: XCTestCase {
     }
 
     func testATokenAlreadyInsideTheNoticeIsAnnouncedAtOnce() throws {
-        let h = Harness { $0.tokenExpiryNoticeMs = 60_000 }
+        let h = Harness { $0.auth.tokenExpiryNoticeMs = 60_000 }
         let s = try h.session()
         _ = try s.texts()
         try s.send("40{\"token\":\"\(token("alice", expiresIn: 10, h))\"}")
@@ -68,7 +68,7 @@ final class TokenLifetimeTests: XCTestCase {
     }
 
     func testRefreshExtendsTheSocketAndLeavesRoomsNoLongerAllowed() throws {
-        let h = Harness { $0.tokenExpiryNoticeMs = 60_000; $0.jwtLeewaySeconds = 0 }
+        let h = Harness { $0.auth.tokenExpiryNoticeMs = 60_000; $0.auth.jwtLeewaySeconds = 0 }
         let alice = try h.session(), bob = try h.session()
         try connect(alice, token("alice", expiresIn: 120, h))
         try connect(bob, "bob")

@@ -8,7 +8,7 @@ import XCTest
 
 final class WebSocketTransportTests: XCTestCase {
     func testOpenPacketCarriesConfiguredHeartbeatAndLimits() throws {
-        let h = Harness { $0.pingIntervalMs = 1000; $0.pingTimeoutMs = 500; $0.maxPayload = 4096 }
+        let h = Harness { $0.engine.pingIntervalMs = 1000; $0.engine.pingTimeoutMs = 500; $0.engine.maxPayload = 4096 }
         let s = try h.session()
         let open = try s.texts()
         XCTAssertEqual(open.count, 1)
@@ -51,7 +51,7 @@ final class WebSocketTransportTests: XCTestCase {
     }
 
     func testNoConnectWithinTimeoutCloses4001() throws {
-        let h = Harness { $0.connectTimeoutMs = 300 }
+        let h = Harness { $0.engine.connectTimeoutMs = 300 }
         let s = try h.session()
         _ = try s.frames()
         h.advance(ms: 299)
@@ -61,7 +61,7 @@ final class WebSocketTransportTests: XCTestCase {
     }
 
     func testPingWithoutPongCloses4000AndPongKeepsAlive() throws {
-        let h = Harness { $0.pingIntervalMs = 1000; $0.pingTimeoutMs = 500 }
+        let h = Harness { $0.engine.pingIntervalMs = 1000; $0.engine.pingTimeoutMs = 500 }
         let s = try h.session()
         try s.connect("alice")
         h.advance(ms: 1000)
@@ -74,7 +74,7 @@ final class WebSocketTransportTests: XCTestCase {
     }
 
     func testOversizedFragmentedMessageCloses1009() throws {
-        let h = Harness { $0.maxPayload = 100 }
+        let h = Harness { $0.engine.maxPayload = 100 }
         let s = try h.session()
         try s.connect("alice")
         try s.send(String(repeating: "a", count: 60), fin: false)
@@ -206,7 +206,7 @@ final class WebSocketTransportTests: XCTestCase {
     }
 
     func testRateLimitAnswersRateLimited() throws {
-        let h = Harness { $0.eventsPerSecond = .init(perSecond: 1, burst: 2) }
+        let h = Harness { $0.events.eventsPerSecond = .init(perSecond: 1, burst: 2) }
         let s = try h.session()
         try s.connect("alice")
         for i in 1...3 { try s.send("42\(i)[\"presence:list\",{\"room\":\"conversation:1\"}]") }
@@ -216,7 +216,7 @@ final class WebSocketTransportTests: XCTestCase {
     }
 
     func testRefusedEventNamesSpendTheBudgetToo() throws {
-        let h = Harness { $0.eventsPerSecond = .init(perSecond: 1, burst: 3) }
+        let h = Harness { $0.events.eventsPerSecond = .init(perSecond: 1, burst: 3) }
         let s = try h.session()
         try s.connect("alice")
         for i in 1...4 { try s.send("42\(i)[\"Bad_Name\",{}]") }

@@ -10,6 +10,7 @@ import RelayCore
 import XCTest
 
 @testable import RelayServer
+@testable import RelayBackends
 
 /// A webhook receiver on 127.0.0.1: records every request, answers with `status(n)` for the
 /// `n`th request (0-based).

@@ -1,4 +1,5 @@
 import NIOCore
+import RelayBackends
 import ServiceLifecycle
 
 /// Quiet rooms' memory history expires too, not only when something is appended next to it:

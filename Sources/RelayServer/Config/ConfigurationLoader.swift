@@ -142,7 +142,7 @@ public enum ConfigurationLoader {
             if secret.utf8.count < 32 { problems.append("jwt-secret: must be at least 32 bytes (got \(secret.utf8.count))") }
             c.auth.jwt = .hs256(secret: secret)
         }
-        for (name, key) in [("api-key", \RelayConfiguration.apiKey), ("admin-key", \RelayConfiguration.adminKey)] where given(name) == nil {
+        for (name, key) in [("api-key", \RelayConfiguration.auth.apiKey), ("admin-key", \RelayConfiguration.auth.adminKey)] where given(name) == nil {
             if devMode {
                 c[keyPath: key] = generated(name, TokenIssuer.randomSecret(bytes: 16))
             } else {

@@ -1,4 +1,5 @@
 import NIOConcurrencyHelpers
+import RelayBackends
 import RelayCore
 
 /// Counts open TCP connections, in total and per client IP, and rate-limits failed

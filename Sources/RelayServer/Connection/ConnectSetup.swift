@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// A socket's CONNECT, from its token to the answer: authenticate, then recover a dropped
@@ -73,7 +74,7 @@ struct ConnectSetup {
 
     /// The token is valid: recover the session the client names, or start a new one.
     private func connect(_ user: AuthenticatedUser, request: ConnectRequest) {
-        let takesOffsets = hub.backends.broker.keepsHistory && (socket.configuration.offsetsForEverySocket || request.wantsRecovery)
+        let takesOffsets = hub.backends.broker.keepsHistory && (socket.configuration.recovery.offsetsForEverySocket || request.wantsRecovery)
         socket.connectState.begin(takesOffsets: takesOffsets)
         guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, recovery: nil) }
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
@@ -98,7 +99,7 @@ struct ConnectSetup {
         // The same bounds as every outbound queue; nothing coalesced (`ConnectState.Stage`).
         let held: OutboundQueue<OutboundMessage>? =
             holding
-            ? OutboundQueue(softLimitBytes: c.outboundHardLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
+            ? OutboundQueue(softLimitBytes: c.connections.outboundHardLimitBytes, hardLimitBytes: c.connections.outboundHardLimitBytes, maxCount: c.connections.outboundMaxQueuedMessages)
             : nil
         socket.connectState.register(user, holdingIn: held)
         do throws(RelayError) {
@@ -247,7 +248,7 @@ struct ConnectSetup {
             guard case .events(let later) = second else {
                 // Trimmed between the two reads: never a partial recovery. The client reconnects
                 // and, its session taken, starts a new one.
-                me.hub.metrics.recovery(.historyGone)
+                me.hub.metrics.connections.recovery(.historyGone)
                 me.socket.close(code: CloseCode.goingAway, reason: "recovery failed; reconnect")
                 return
             }
@@ -291,7 +292,7 @@ struct ConnectSetup {
     /// Reads every stream's events after its offset; not recovered when one does not reach
     /// back, the store is down, or the socket missed more than `maxReplayBytes`.
     private func readMissed(after offsets: [StreamKey: StreamOffset]) -> EventLoopFuture<Missed> {
-        let limit = max(1, socket.configuration.historyLimits.maxEvents * 2)
+        let limit = max(1, socket.configuration.recovery.historyLimits.maxEvents * 2)
         let reads = offsets.map { stream, offset in
             hub.backends.broker.history(of: stream, after: offset, limit: limit, maxBytes: Self.maxReplayBytes, on: eventLoop).map { (stream, $0) }
         }
@@ -335,7 +336,7 @@ struct ConnectSetup {
             let record = socket.connectState.keptRecord(
                 socketSID: socket.sid, end: end, clientDisconnected: socket.session.clientDisconnected, wallMs: hub.clock.wallMs())
         else { return }
-        hub.backends.keptSessions.put(record, windowMs: socket.configuration.recoveryWindowMs)
+        hub.backends.keptSessions.put(record, windowMs: socket.configuration.recovery.windowMs)
     }
 
     /// Leaves the hub (rooms, presence, typing, live shares, the pid's entry).

@@ -1,6 +1,7 @@
 import Atomics
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// Every long-polling session of this node by Engine.IO `sid`, so that each request (and the

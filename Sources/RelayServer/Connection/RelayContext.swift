@@ -1,6 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 import RelayCore
 import RelayStore
 

@@ -1,4 +1,5 @@
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// `room:sync`: a room's recoverable events after an offset, paged, for every client (those

@@ -91,12 +91,12 @@ final class SocketReceipts {
         // Quotas bound the writer's queue: per connection (receipts awaiting commit) and per
         // user across all of their sockets.
         guard pending + count <= configuration.receipts.maxPendingPerConnection else {
-            socket.hub.metrics.receiptQuotaRefusals.increment()
+            socket.hub.metrics.receipts.quotaRefusals.increment()
             throw RelayError(.rateLimited, "at most \(configuration.receipts.maxPendingPerConnection) receipts awaiting commit per connection")
         }
         let now = socket.hub.clock.monotonicMs()
         guard socket.relay.receiptQuota.withLockedValue({ $0.record(user.userID, cost: Double(count), now: now) }) else {
-            socket.hub.metrics.receiptQuotaRefusals.increment()
+            socket.hub.metrics.receipts.quotaRefusals.increment()
             throw RelayError(.rateLimited, "receipt quota of \(Int(configuration.receipts.perUser.perSecond))/s per user spent")
         }
         return store

@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// One emit window: a key on one stream (room or user) of this node.

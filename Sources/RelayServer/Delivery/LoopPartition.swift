@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// The connections that live on one event loop and their local room and user membership.

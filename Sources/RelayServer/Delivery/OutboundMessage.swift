@@ -1,4 +1,5 @@
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// One encoded server→client message: the Engine.IO text (`42[...]`) in a buffer that is

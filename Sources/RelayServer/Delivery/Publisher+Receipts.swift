@@ -1,3 +1,4 @@
+import RelayBackends
 import RelayCore
 
 /// Committed receipts: to the room, and to the devices of each message's author outside the

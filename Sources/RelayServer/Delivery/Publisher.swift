@@ -1,4 +1,5 @@
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// Fan-out: who is listening (the audience, from the room directory or the registry), one

@@ -1,4 +1,5 @@
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// A recoverable event's position, and what sockets that take offsets get instead of the

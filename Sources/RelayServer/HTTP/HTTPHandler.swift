@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOWebSocket
+import RelayBackends
 import RelayCore
 
 /// Serves every HTTP request that is not a WebSocket upgrade: the backend API, health, and
@@ -52,7 +53,7 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func armIdleTimeout(context: ChannelHandlerContext) {
         idleTimeout?.cancel()
         let channel = context.channel
-        idleTimeout = context.eventLoop.scheduleTask(in: .milliseconds(Int64(relay.configuration.handshakeTimeoutMs))) {
+        idleTimeout = context.eventLoop.scheduleTask(in: .milliseconds(Int64(relay.configuration.listener.handshakeTimeoutMs))) {
             channel.close(promise: nil)
         }
     }

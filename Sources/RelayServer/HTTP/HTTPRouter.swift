@@ -17,21 +17,21 @@ struct HTTPRouter: Sendable {
         guard head.method == .POST || head.method == .PUT || head.method == .PATCH else { return .discard }
         let key: String
         if query.path.hasPrefix("/admin/v1/") {
-            key = relay.configuration.adminKey
+            key = relay.configuration.auth.adminKey
         } else if query.path.hasPrefix("/api/v1/") {
-            key = relay.configuration.apiKey
+            key = relay.configuration.auth.apiKey
         } else {
             return .discard
         }
         guard let token = BearerToken.from(head.headers), ConstantTime.equals(token, key) else { return .discard }
-        return .read(limit: relay.configuration.maxHTTPBodyBytes, release: nil)
+        return .read(limit: relay.configuration.listener.maxHTTPBodyBytes, release: nil)
     }
 
     /// Answers a request; store lookups complete later on `eventLoop`.
     func route(_ request: HTTPRequest, on eventLoop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
         let query = QueryString(uri: request.head.uri)
         if query.path.hasPrefix("/admin/v1/") {
-            guard authorized(request, key: relay.configuration.adminKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            guard authorized(request, key: relay.configuration.auth.adminKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
             return AdminAPI(relay: relay).handle(request, query: query, on: eventLoop)
         }
         if query.path == "/socket.io/" || query.path == "/socket.io", query["EIO"] == "4", query["transport"] == "polling" {
@@ -39,19 +39,19 @@ struct HTTPRouter: Sendable {
         }
         if let user = PresenceEndpoint.userSegment(of: query.path) {
             guard request.method == .GET else { return eventLoop.makeSucceededFuture(.error(.methodNotAllowed, code: "method_not_allowed", message: "use GET")) }
-            guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            guard authorized(request, key: relay.configuration.auth.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
             return PresenceEndpoint(hub: relay.hub).user(segment: user, on: eventLoop)
         }
         switch (request.method, query.path) {
         case (.POST, "/api/v1/emit"):
             // Answered once the cluster's recipients are counted (a Redis round trip).
-            guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            guard authorized(request, key: relay.configuration.auth.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
             return EmitEndpoint(hub: relay.hub).handle(request.body, on: eventLoop)
         case (.POST, "/api/v1/presence"):
-            guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            guard authorized(request, key: relay.configuration.auth.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
             return PresenceEndpoint(hub: relay.hub).batch(request.body, on: eventLoop)
         case (.GET, "/api/v1/receipts"):
-            guard authorized(request, key: relay.configuration.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
+            guard authorized(request, key: relay.configuration.auth.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
             return ReceiptsEndpoint(store: relay.receipts).handle(query: query, on: eventLoop)
         case (.GET, "/readyz"):
             return AdminAPI(relay: relay).readiness(on: eventLoop, detailed: false)
@@ -63,7 +63,7 @@ struct HTTPRouter: Sendable {
     func route(_ request: HTTPRequest) -> HTTPResponse {
         let query = QueryString(uri: request.head.uri)
         if let user = UserSessionsEndpoint.user(inPath: query.path) {
-            guard authorized(request, key: relay.configuration.apiKey) else { return unauthorized() }
+            guard authorized(request, key: relay.configuration.auth.apiKey) else { return unauthorized() }
             guard request.method == .POST else { return .error(.methodNotAllowed, code: "method_not_allowed", message: "use POST") }
             return UserSessionsEndpoint(hub: relay.hub).handle(user: user, body: request.body)
         }
@@ -75,7 +75,7 @@ struct HTTPRouter: Sendable {
         case (.GET, "/healthz"):
             return .json(.ok, .object([("status", "ok")]))
         case (.GET, "/metrics"):
-            if let key = relay.configuration.metricsKey, !authorized(request, key: key) { return unauthorized() }
+            if let key = relay.configuration.auth.metricsKey, !authorized(request, key: key) { return unauthorized() }
             return HTTPResponse(status: .ok, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(MetricsEndpoint(relay: relay).render().utf8))
         case (.GET, "/dashboard"), (.GET, "/dashboard/"):
             var r = HTTPResponse(status: .ok, contentType: "text/html; charset=utf-8", body: Array(Dashboard.html.utf8))
@@ -90,7 +90,7 @@ struct HTTPRouter: Sendable {
     /// Why a `/socket.io/` request did not become a WebSocket.
     private func refuseEngineIO(_ request: HTTPRequest, query: QueryString) -> HTTPResponse {
         let origin = request.head.headers.first(name: "origin")
-        if let origin, !relay.configuration.originPolicy.allows(origin: origin, host: request.head.headers.first(name: "host")) {
+        if let origin, !relay.configuration.listener.originPolicy.allows(origin: origin, host: request.head.headers.first(name: "host")) {
             return .error(.forbidden, code: "origin_not_allowed", message: "origin \(origin) is not allowed")
         }
         if let problem = UpgradeRequestRules.problem(request.head) {

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import RelayBackends
 import RelayCore
 
 /// The backend's presence queries (API key), answered the same from every node: the cluster's

@@ -1,4 +1,6 @@
 import NIOCore
+import RelayBackends
+import RelayCluster
 import RelayCore
 import ServiceLifecycle
 

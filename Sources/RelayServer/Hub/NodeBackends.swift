@@ -1,3 +1,5 @@
+import RelayBackends
+import RelayCluster
 import RelayCore
 
 /// What a node keeps beyond its own sockets — the broker (delivery and history), the kept

@@ -1,4 +1,5 @@
 import CoreMetrics
+import RelayCluster
 import RelayCore
 
 /// Every metric Relay exports, created once (label sets are bounded: known event names plus

@@ -45,25 +45,25 @@ struct PollingEndpoint {
     static func bodyAdmission(for query: QueryString, relay: RelayContext) -> BodyPolicy {
         let c = relay.configuration
         guard let sid = query["sid"], let handle = relay.pollingSessions.lookup(sid) else {
-            return .read(limit: c.maxConnectPayload, release: nil)
+            return .read(limit: c.engine.maxConnectPayload, release: nil)
         }
         let slot = handle.postInFlight
         guard slot.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
             return .refuse(engineError(.badRequest))
         }
-        let limit = handle.authenticated.load(ordering: .relaxed) ? c.maxPayload : c.maxConnectPayload
+        let limit = handle.authenticated.load(ordering: .relaxed) ? c.engine.maxPayload : c.engine.maxConnectPayload
         return .read(limit: limit, release: { slot.store(false, ordering: .releasing) })
     }
 
     func handle(_ request: HTTPRequest, query: QueryString, on loop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
         let origin = request.head.headers.first(name: "origin")
-        if let origin, !relay.configuration.originPolicy.allows(origin: origin, host: request.head.headers.first(name: "host")) {
+        if let origin, !relay.configuration.listener.originPolicy.allows(origin: origin, host: request.head.headers.first(name: "host")) {
             return loop.makeSucceededFuture(.error(.forbidden, code: "origin_not_allowed", message: "origin \(origin) is not allowed"))
         }
         let answer = respond(request, query: query, on: loop)
         guard let origin else { return answer }
         // CORS for an admitted browser origin; credentials only for a listed one.
-        let headers = relay.configuration.originPolicy.corsHeaders(origin: origin)
+        let headers = relay.configuration.listener.originPolicy.corsHeaders(origin: origin)
         return answer.map { response in
             var r = response
             r.extraHeaders += headers
@@ -143,8 +143,8 @@ struct PollingEndpoint {
         let session = SocketSession(relay: relay, handshake: info, transport: .polling, eventLoop: loop)
         let c = relay.configuration
         let transport = PollingTransport(
-            eventLoop: loop, softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes,
-            maxMessages: c.outboundMaxQueuedMessages, holdMs: Int64(c.pingIntervalMs + c.pingTimeoutMs))
+            eventLoop: loop, softLimitBytes: c.connections.outboundSoftLimitBytes, hardLimitBytes: c.connections.outboundHardLimitBytes,
+            maxMessages: c.connections.outboundMaxQueuedMessages, holdMs: Int64(c.engine.pingIntervalMs + c.engine.pingTimeoutMs))
         let handle = PollingRegistry.Handle(
             session: NIOLoopBound(session, eventLoop: loop), transport: NIOLoopBound(transport as any SessionTransport, eventLoop: loop), loop: loop,
             authenticated: ManagedAtomic(false), postInFlight: ManagedAtomic(false))

@@ -1,4 +1,5 @@
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// Who is present, node-wide or cluster-wide, and the `presence:join` / `presence:leave` events

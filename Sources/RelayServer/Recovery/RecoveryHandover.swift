@@ -1,4 +1,5 @@
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// A reconnect with the `pid` of a socket still alive (its drop not noticed yet, on this node or

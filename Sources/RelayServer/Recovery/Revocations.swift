@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// The backend ends a user's sessions (logout, ban, password change): every socket of the user

@@ -1,5 +1,6 @@
 import Atomics
 import NIOConcurrencyHelpers
+import RelayBackends
 import RelayCore
 
 /// Who is connected to this node: each user's connections and the event loops they live on,

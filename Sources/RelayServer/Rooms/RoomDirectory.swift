@@ -1,4 +1,5 @@
 import NIOConcurrencyHelpers
+import RelayBackends
 import RelayCore
 
 /// Who is in which room on this node: members, presence (users counted once however many

@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// Live location shares (`location:share-live` … `location:stop`): their durations, the

@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// Typing indicators: per room, 100 ms windows that send only net changes, with a 5 s expiry

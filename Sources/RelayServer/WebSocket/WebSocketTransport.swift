@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import NIOWebSocket
+import RelayBackends
 import RelayCore
 
 /// An Engine.IO session's WebSocket: frames in, frames out, nothing of the protocol.
@@ -35,9 +36,8 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// The session: its own (a new session) or a polling session's (an upgrade probe).
     private(set) var link: SessionLink?
     private var outbound: OutboundQueue<OutboundMessage>
-    private var reader: WebSocketMessageReader?
-    /// The pre-authentication frame guard, removed once CONNECT succeeded.
-    private var frameGuard: FrameSizeGuard?
+    /// Frames into messages, under the pre-authentication limits until CONNECT succeeded.
+    private var inbound: InboundAssembly
     /// A WebSocket pong owed to the peer while the socket was not writable: only the latest
     /// ping is answered (RFC 6455 §5.5.3), so a ping flood cannot grow the write buffer.
     private var pendingPong: ByteBuffer?
@@ -53,7 +53,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         self.relay = relay
         self.start = probeOf.map { .upgrade($0) } ?? .session(HandshakeBox(info: handshake))
         self.deflate = handshake.deflate
-        self.frameGuard = frameGuard
+        self.inbound = InboundAssembly(frameGuard: frameGuard)
         let c = relay.configuration.connections
         self.outbound = OutboundQueue(softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
         LiveObjects.created(.webSocketTransport)
@@ -111,10 +111,9 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         let frame = unwrapInboundIn(data)
         guard !closing else { return }
         // Until CONNECT succeeded, messages are held to the small pre-authentication limit.
-        var reader = self.reader ?? WebSocketMessageReader(
-            maxMessageBytes: configuration.engine.maxConnectPayload, inflater: deflate != nil ? partition?.inflater : nil)
-        let output = reader.read(frame, allocator: context.channel.allocator)
-        self.reader = reader
+        let output = inbound.read(frame, allocator: context.channel.allocator) {
+            WebSocketMessageReader(maxMessageBytes: configuration.engine.maxConnectPayload, inflater: deflate != nil ? partition?.inflater : nil)
+        }
         switch output {
         case .none:
             break
@@ -154,11 +153,9 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     /// The session authenticated: lift the pre-authentication limits.
     func authenticated() {
-        reader?.maxMessageBytes = configuration.engine.maxPayload
-        if let frameGuard, let context {
+        if let frameGuard = inbound.authenticated(maxPayload: configuration.engine.maxPayload), let context {
             context.pipeline.syncOperations.removeHandler(frameGuard, promise: nil)
         }
-        frameGuard = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import RelayBackends
 import RelayCore
 
 /// Sends webhook events to every configured URL: one bounded `WebhookQueue` per URL (batches,

@@ -2,6 +2,8 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import RelayBackends
+import RelayCluster
 import RelayCore
 import RelayRedis
 

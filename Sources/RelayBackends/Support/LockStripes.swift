@@ -5,12 +5,12 @@ import RelayCore
 /// to it (Centrifuge's hub does the same with 64 shards by channel). Two operations contend only
 /// when their keys land on the same stripe. Not to be confused with an event loop's partition
 /// of the sockets (`LoopPartition`), which needs no lock.
-struct LockStripes<Value: Sendable>: Sendable {
-    let boxes: [AuditedLock<Value>]
+package struct LockStripes<Value: Sendable>: Sendable {
+    package let boxes: [AuditedLock<Value>]
     private let mask: Int
 
     /// `count` is rounded up to a power of two.
-    init(count: Int, _ make: () -> Value) {
+    package init(count: Int, _ make: () -> Value) {
         var n = 1
         while n < max(1, count) { n <<= 1 }
         self.boxes = (0..<n).map { _ in AuditedLock(make()) }
@@ -19,19 +19,19 @@ struct LockStripes<Value: Sendable>: Sendable {
 
     /// The stripe of a string key. Swift's hasher is seeded per process, so a client cannot
     /// choose room names that all land on one stripe.
-    func stripe(for key: String) -> AuditedLock<Value> {
+    package func stripe(for key: String) -> AuditedLock<Value> {
         boxes[index(for: key)]
     }
 
-    func index(for key: String) -> Int { key.hashValue & mask }
+    package func index(for key: String) -> Int { key.hashValue & mask }
 
     /// The stripe of a connection: ids are sequential, so the low bits spread them evenly.
-    func stripe(for id: ConnectionID) -> AuditedLock<Value> {
+    package func stripe(for id: ConnectionID) -> AuditedLock<Value> {
         boxes[Int(truncatingIfNeeded: id.raw) & mask]
     }
 
     /// Reads every stripe in turn, one lock at a time (admin views, timers).
-    func map<T>(_ body: (inout Value) -> T) -> [T] {
+    package func map<T>(_ body: (inout Value) -> T) -> [T] {
         boxes.map { $0.withLockedValue(body) }
     }
 }

@@ -1,6 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 import RelayCore
 import RelayRedis
 
@@ -13,11 +14,11 @@ import RelayRedis
 /// Redis down: events are delivered on this node only, without an offset, and the instant is
 /// recorded in Redis when it returns (`relay:history-gap`), so no recovery reaches across it.
 public final class RedisBroker: Broker {
-    let bus: ClusterBus
+    package let bus: ClusterBus
     public let limits: HistoryLimits
     private let handler = CallbackSlot<@Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void>()
     private let controlHandler = CallbackSlot<@Sendable (ControlMessage) -> Void>()
-    static let controlChannel = "relay:control"
+    package static let controlChannel = "relay:control"
     /// Recoverable events could not be stored since this wall time (ms).
     private let gapSince = AuditedLock<Int64?>(nil)
     private let wallMs: @Sendable () -> Int64
@@ -45,15 +46,15 @@ public final class RedisBroker: Broker {
     public var isUp: Bool { bus.isUp }
     public var memoryUsage: (events: Int, bytes: Int) { (0, 0) }
 
-    static func channel(_ stream: StreamKey) -> String {
+    package static func channel(_ stream: StreamKey) -> String {
         switch stream {
         case .room(let room): return ClusterBus.roomChannel(room)
         case .user(let user): return ClusterBus.userChannel(user)
         }
     }
 
-    static func historyKey(_ stream: StreamKey) -> String { "relay:history:{\(stream.name)}" }
-    static let gapKey = "relay:history-gap"
+    package static func historyKey(_ stream: StreamKey) -> String { "relay:history:{\(stream.name)}" }
+    package static let gapKey = "relay:history-gap"
 
     public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) {
         self.handler.set(handler)
@@ -173,7 +174,7 @@ public final class RedisBroker: Broker {
         handler(stream, envelope.publication, id, Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf, window: envelope.window))
     }
 
-    static func stream(ofChannel channel: String) -> StreamKey? {
+    package static func stream(ofChannel channel: String) -> StreamKey? {
         if channel.hasPrefix("relay:room:{"), channel.hasSuffix("}") {
             return .room(String(channel.dropFirst("relay:room:{".count).dropLast()))
         }

@@ -21,7 +21,7 @@ public final class MemoryBroker: Broker {
     /// What an entry costs beyond its frame bytes, as measured (LoadTests/history: ~730 bytes of
     /// RSS per 212-byte event): the message struct, the buffer's allocation, the entry and its
     /// place in the age index. Counted so `--history-max-bytes` bounds real memory.
-    static let entryOverhead = 512
+    package static let entryOverhead = 512
 
     public var keepsHistory: Bool { limits.isEnabled }
     public var crossesNodes: Bool { false }

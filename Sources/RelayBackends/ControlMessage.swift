@@ -10,7 +10,7 @@ public enum ControlMessage: Sendable, Equatable {
     /// `user` with it hands the session over (closes it, keeps the record for recovery).
     case handOver(pid: String, user: String)
 
-    var json: JSONValue {
+    package var json: JSONValue {
         switch self {
         case .endSessions(let user, let cutoff):
             var fields: [(String, JSONValue)] = [("t", "end"), ("u", .string(user))]
@@ -22,7 +22,7 @@ public enum ControlMessage: Sendable, Equatable {
     }
 
     /// Reads what another node sent; `nil` for anything malformed or unknown.
-    init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard let user = json["u"]?.stringValue, Identifier.isValid(user, maxBytes: 256) else { return nil }
         switch json["t"]?.stringValue {
         case "end"?:

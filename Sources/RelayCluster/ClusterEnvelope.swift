@@ -1,26 +1,27 @@
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// What one node publishes to the others on a room or user channel: a small JSON header line,
 /// then the already-encoded Engine.IO message, unchanged (encoded once, on the origin node),
 /// then a binary packet's attachments (their lengths in the header's `a`, the message's in `p`).
-struct ClusterEnvelope {
-    var origin: String
-    var label: String
+package struct ClusterEnvelope {
+    package var origin: String
+    package var label: String
     /// Typing: every socket of this user is skipped, on every node.
-    var excludeUser: String?
+    package var excludeUser: String?
     /// Receipts on a user channel: sockets that are members of this room got it from the room.
-    var skipMembersOf: String?
-    var coalescingKey: CoalescingKey?
-    var durable: Bool
-    var payload: ByteBuffer
-    var attachments: [ByteBuffer] = []
+    package var skipMembersOf: String?
+    package var coalescingKey: CoalescingKey?
+    package var durable: Bool
+    package var payload: ByteBuffer
+    package var attachments: [ByteBuffer] = []
     /// The socket id of the sender the event skipped (history replays skip it too).
-    var originSID: String? = nil
+    package var originSID: String? = nil
     /// A backend emit with a window: the key and window every delivering node applies.
-    var window: EmitWindow? = nil
+    package var window: EmitWindow? = nil
 
-    func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+    package func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
         var header: [(String, JSONValue)] = [("o", .string(origin)), ("l", .string(label))]
         if let excludeUser { header.append(("x", .string(excludeUser))) }
         if let skipMembersOf { header.append(("s", .string(skipMembersOf))) }
@@ -42,7 +43,7 @@ struct ClusterEnvelope {
         return out
     }
 
-    static func decode(_ buffer: ByteBuffer) -> ClusterEnvelope? {
+    package static func decode(_ buffer: ByteBuffer) -> ClusterEnvelope? {
         let view = buffer.readableBytesView
         guard let newline = view.firstIndex(of: UInt8(ascii: "\n")),
             let header = try? JSONParser.parse(Array(view[view.startIndex..<newline])),
@@ -77,7 +78,7 @@ struct ClusterEnvelope {
 
 extension ClusterEnvelope {
     /// What `publication` from this node, routed by `routing`, travels as.
-    init(origin: String, publication: Publication, routing: Routing) {
+    package init(origin: String, publication: Publication, routing: Routing) {
         self.init(
             origin: origin, label: publication.label, excludeUser: routing.excludeUser, skipMembersOf: routing.skipMembersOf ?? publication.skipMembersOf,
             coalescingKey: publication.coalescingKey, durable: publication.durable, payload: publication.packet, attachments: publication.attachments,
@@ -85,7 +86,7 @@ extension ClusterEnvelope {
     }
 
     /// The event to deliver on this node.
-    var publication: Publication {
+    package var publication: Publication {
         Publication(
             packet: payload, attachments: attachments, label: label, coalescingKey: coalescingKey, durable: durable, origin: originSID,
             skipMembersOf: skipMembersOf)

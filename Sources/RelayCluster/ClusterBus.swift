@@ -22,23 +22,23 @@ public final class ClusterBus: @unchecked Sendable {
     }
 
     public let nodeID: String
-    let redis: RedisClient
-    let options: Options
-    let logger: Logger
-    let metrics: ClusterMetrics
+    package let redis: RedisClient
+    package let options: Options
+    package let logger: Logger
+    package let metrics: ClusterMetrics
     /// Redis came back: restate this node's presence (set by the hub before `start`).
-    var onRestatePresence: (@Sendable () -> Void)?
+    package var onRestatePresence: (@Sendable () -> Void)?
     /// A dead node's user is gone from a room cluster-wide (set by the hub before `start`).
-    var onPresenceGone: (@Sendable (_ room: String, _ user: String) -> Void)?
+    package var onPresenceGone: (@Sendable (_ room: String, _ user: String) -> Void)?
     /// Webhooks: this node claimed a dead node's sweep (set before `start`).
-    var onSweepClaimed: (@Sendable (_ node: String) -> Void)?
+    package var onSweepClaimed: (@Sendable (_ node: String) -> Void)?
     /// Webhooks: the link to Redis came (back) up (set before `start`).
-    var onLinkRestored: (@Sendable () -> Void)?
+    package var onLinkRestored: (@Sendable () -> Void)?
     private var heartbeatTask: RepeatedTask?
 
-    static func roomChannel(_ room: String) -> String { "relay:room:{\(room)}" }
-    static func userChannel(_ user: String) -> String { "relay:user:{\(user)}" }
-    static let nodesKey = "relay:nodes"
+    package static func roomChannel(_ room: String) -> String { "relay:room:{\(room)}" }
+    package static func userChannel(_ user: String) -> String { "relay:user:{\(user)}" }
+    package static let nodesKey = "relay:nodes"
 
     public init(nodeID: String, redis: RedisClient, options: Options = Options(), metrics: ClusterMetrics, logger: Logger) {
         self.nodeID = nodeID
@@ -49,9 +49,9 @@ public final class ClusterBus: @unchecked Sendable {
     }
 
     public var isUp: Bool { redis.isUp }
-    var eventLoop: any EventLoop { redis.eventLoop }
+    package var eventLoop: any EventLoop { redis.eventLoop }
 
-    func start() {
+    package func start() {
         metrics.linkUp.set(0)
         redis.start(
             onMessage: { [weak self] channel, payload in self?.onMessage?(channel, payload) },
@@ -61,7 +61,7 @@ public final class ClusterBus: @unchecked Sendable {
         }
     }
 
-    func stop() async {
+    package func stop() async {
         heartbeatTask?.cancel()
         // Leave the cluster's presence at once rather than after the TTL.
         if redis.isUp { _ = try? await sweep(node: nodeID).get() }
@@ -71,12 +71,12 @@ public final class ClusterBus: @unchecked Sendable {
     // MARK: Channels
 
     /// Publications on this node's channels (set by the `RedisBroker`).
-    var onMessage: (@Sendable (String, ByteBuffer) -> Void)?
+    package var onMessage: (@Sendable (String, ByteBuffer) -> Void)?
     /// Called when the link to Redis comes back.
-    var onLinkUp: (@Sendable () -> Void)?
+    package var onLinkUp: (@Sendable () -> Void)?
 
     /// Publishes an envelope; counts it as degraded when Redis cannot take it.
-    func publish(_ channel: String, _ envelope: ByteBuffer) {
+    package func publish(_ channel: String, _ envelope: ByteBuffer) {
         guard redis.isUp else {
             metrics.degraded.increment()
             return
@@ -88,7 +88,7 @@ public final class ClusterBus: @unchecked Sendable {
 
     /// Sets this node's device count for `user` in `room`; returns the cluster totals before and
     /// after, and the room's cluster presence.
-    func updatePresence(room: String, user: String, devices: Int) -> EventLoopFuture<PresenceUpdate> {
+    package func updatePresence(room: String, user: String, devices: Int) -> EventLoopFuture<PresenceUpdate> {
         redis.send([
             "EVAL", ClusterScripts.updatePresence, "4", "relay:presence:{\(room)}", "relay:presence-users:{\(room)}", "relay:node-rooms:\(nodeID)",
             Self.userRoomsKey(user), nodeID, user, String(devices), room,
@@ -101,12 +101,12 @@ public final class ClusterBus: @unchecked Sendable {
     }
 
     /// The room's presence across every node.
-    func presence(room: String) -> EventLoopFuture<[PresenceEntry]> {
+    package func presence(room: String) -> EventLoopFuture<[PresenceEntry]> {
         redis.send(["HGETALL", "relay:presence-users:{\(room)}"]).map(Self.entries)
     }
 
     /// `user → count` from a RESP3 map or a RESP2 flat array, sorted by user.
-    static func entries(_ value: RESPValue) -> [PresenceEntry] {
+    package static func entries(_ value: RESPValue) -> [PresenceEntry] {
         var out: [PresenceEntry] = []
         if case .map(let pairs) = value {
             for (k, v) in pairs { if let u = k.string, let n = v.int { out.append(PresenceEntry(user: u, devices: Int(n))) } }
@@ -161,7 +161,7 @@ public final class ClusterBus: @unchecked Sendable {
     }
 
     /// Removes every presence entry of `node`; returns (room, user) pairs gone from the cluster.
-    func sweep(node: String) -> EventLoopFuture<[(String, String)]> {
+    package func sweep(node: String) -> EventLoopFuture<[(String, String)]> {
         redis.send(["SMEMBERS", "relay:node-rooms:\(node)"]).flatMap { reply in
             let rooms = (reply.elements ?? []).compactMap(\.string)
             let futures = rooms.map { room in

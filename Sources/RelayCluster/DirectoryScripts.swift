@@ -5,7 +5,7 @@
 /// the last disconnect, ms, Redis time; it expires `retention` ms after the user's last socket
 /// anywhere went away), `relay:node-users:<node>` (set of users a node has sockets of, for the
 /// sweep of a dead node). A user's rooms are `relay:user-rooms:{user}` (ClusterScripts).
-enum DirectoryScripts {
+package enum DirectoryScripts {
     /// The Lua helpers every script starts with: Redis's clock in ms, recording a disconnect,
     /// and keeping (or letting expire) a user's key by whether a node still has their sockets.
     private static let prelude = """
@@ -31,7 +31,7 @@ enum DirectoryScripts {
 
     /// KEYS: directory, node-users. ARGV: node, user, sockets on the node, '1' for a disconnect,
     /// retention ms.
-    static let updateUser = prelude + """
+    package static let updateUser = prelude + """
         local field = 'n:' .. ARGV[1]
         local n = tonumber(ARGV[3])
         if n > 0 then
@@ -47,7 +47,7 @@ enum DirectoryScripts {
         """
 
     /// KEYS: the users' directory keys. Returns {sockets on all nodes, last seen or -1} per key.
-    static let readUsers = """
+    package static let readUsers = """
         local out = {}
         for i, k in ipairs(KEYS) do
           local devices, last = 0, -1
@@ -66,7 +66,7 @@ enum DirectoryScripts {
 
     /// A dead node's sockets are gone: KEYS: its node-users set. ARGV: node, retention ms. Its
     /// users' directory keys are named here, one per user; their last seen becomes now.
-    static let sweepUsers = prelude + """
+    package static let sweepUsers = prelude + """
         local field = 'n:' .. ARGV[1]
         local now = nowMs()
         for _, user in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -81,7 +81,7 @@ enum DirectoryScripts {
     /// This node states its sockets per user again (after Redis came back): KEYS: its
     /// node-users set. ARGV: node, retention ms, then user, count pairs. Users it had and no
     /// longer has are removed (last seen: now; they left while Redis could not be told).
-    static let restateNode = prelude + """
+    package static let restateNode = prelude + """
         local field = 'n:' .. ARGV[1]
         local keep = {}
         for i = 3, #ARGV, 2 do keep[ARGV[i]] = true end

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import RelayBackends
 import RelayCore
 import RelayRedis
 import RelayStore
@@ -16,16 +17,16 @@ import RelayStore
 ///
 /// `start` and `stop` may come from any thread; the rounds run on the Redis client's loop. What
 /// they share is behind one lock, held only to read or set it.
-final class ReceiptReplicator: Sendable {
-    static let stream = "relay:receipts"
-    static let batch = 500
+package final class ReceiptReplicator: Sendable {
+    package static let stream = "relay:receipts"
+    package static let batch = 500
     /// The stream is trimmed to about this many entries.
-    static let maxLength = 1_000_000
+    package static let maxLength = 1_000_000
 
-    let store: SQLiteReceiptStore
-    let redis: RedisClient
-    let nodeID: String
-    let logger: Logger
+    package let store: SQLiteReceiptStore
+    package let redis: RedisClient
+    package let nodeID: String
+    package let logger: Logger
     private struct State {
         var task: RepeatedTask?
         /// A round is under way (push, then pull).
@@ -36,21 +37,21 @@ final class ReceiptReplicator: Sendable {
 
     private let state = AuditedLock(State())
 
-    init(store: SQLiteReceiptStore, redis: RedisClient, nodeID: String, logger: Logger) {
+    package init(store: SQLiteReceiptStore, redis: RedisClient, nodeID: String, logger: Logger) {
         self.store = store
         self.redis = redis
         self.nodeID = nodeID
         self.logger = logger
     }
 
-    var eventLoop: any EventLoop { redis.eventLoop }
+    package var eventLoop: any EventLoop { redis.eventLoop }
 
-    func start(every interval: TimeAmount = .milliseconds(100)) {
+    package func start(every interval: TimeAmount = .milliseconds(100)) {
         let task = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [weak self] _ in self?.tick() }
         state.withLockedValue { $0.task = task }
     }
 
-    func stop() { state.withLockedValue { $0.task }?.cancel() }
+    package func stop() { state.withLockedValue { $0.task }?.cancel() }
 
     /// One round: push this node's pending receipts, then pull what the stream has.
     private func tick() {
@@ -97,7 +98,7 @@ final class ReceiptReplicator: Sendable {
         }
     }
 
-    struct Entry {
+    package struct Entry {
         var id: String
         var gid: Int64
         var origin: String
@@ -105,7 +106,7 @@ final class ReceiptReplicator: Sendable {
     }
 
     /// `[id, [field, value, …]]` → an entry; malformed entries are skipped.
-    static func entry(_ value: RESPValue) -> Entry? {
+    package static func entry(_ value: RESPValue) -> Entry? {
         guard let pair = value.elements, pair.count == 2, let id = pair[0].string, let fields = pair[1].elements, let gid = gid(id) else { return nil }
         var origin: String?
         var body: String?
@@ -126,7 +127,7 @@ final class ReceiptReplicator: Sendable {
     }
 
     /// Stream id `ms-seq` → one integer cursor: `ms · 65536 + seq` (below 2^53, exact in JSON).
-    static func gid(_ id: String) -> Int64? {
+    package static func gid(_ id: String) -> Int64? {
         let parts = id.split(separator: "-")
         guard parts.count == 2, let ms = Int64(parts[0]), let seq = Int64(parts[1]) else { return nil }
         return ms * 65_536 + min(seq, 65_535)

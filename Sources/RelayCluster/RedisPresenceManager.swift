@@ -1,10 +1,11 @@
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// Presence across nodes, in Redis (`ClusterBus`: per-node device counts, heartbeats, the sweep
 /// of dead nodes). While Redis is unreachable it degrades to this node's view.
 public final class RedisPresenceManager: PresenceManager {
-    let bus: ClusterBus
+    package let bus: ClusterBus
 
     public init(bus: ClusterBus) {
         self.bus = bus

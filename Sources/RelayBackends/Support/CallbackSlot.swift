@@ -9,20 +9,20 @@ import NIOConcurrencyHelpers
 /// ~40 000 cross-node messages, with SIGSEGV and no backtrace; a core dump showed 130 000
 /// thunk frames under `RedisBroker.received`.) Held in a struct, the function keeps the
 /// representation it was stored with: a read adds nothing.
-final class CallbackSlot<Function: Sendable>: Sendable {
+package final class CallbackSlot<Function: Sendable>: Sendable {
     private struct Slot: Sendable {
         var function: Function?
     }
 
     private let box = NIOLockedValueBox(Slot())
 
-    init() {}
+    package init() {}
 
-    func set(_ function: Function) {
+    package func set(_ function: Function) {
         box.withLockedValue { $0.function = function }
     }
 
-    var value: Function? {
+    package var value: Function? {
         box.withLockedValue { $0.function }
     }
 }

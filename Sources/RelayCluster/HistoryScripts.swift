@@ -3,11 +3,11 @@
 /// Keys: `relay:history:{r:<room>}` / `relay:history:{u:<user>}` (a stream per room or user:
 /// field `e` is the cluster envelope), `relay:history-gap` (ms: recovery across this instant is
 /// refused, written after this node could not store events).
-enum HistoryScripts {
+package enum HistoryScripts {
     /// XADD the envelope (trimmed by count and age, expiring when idle), then publish
     /// `<id>\n<envelope>` on the stream's channel. Returns the id.
     /// KEYS[1] stream; ARGV: channel, maxlen, max age ms, publish command, envelope.
-    static let publish = """
+    package static let publish = """
         local id = redis.call('XADD', KEYS[1], 'MAXLEN', '=', ARGV[2], '*', 'e', ARGV[5])
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -20,7 +20,7 @@ enum HistoryScripts {
     /// The events after ARGV[1], at most ARGV[2], if the stream reaches back to it.
     /// Returns {0, head, {{id, {'e', envelope}}, …}, more} or {1} (unavailable).
     /// KEYS[1] stream, KEYS[2] gap marker.
-    static let read = """
+    package static let read = """
         local from = ARGV[1]
         local count = tonumber(ARGV[2])
         local gap = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -57,7 +57,7 @@ enum HistoryScripts {
         """
 
     /// The stream's newest id (`0-0` when it has none).
-    static let head = """
+    package static let head = """
         if redis.call('EXISTS', KEYS[1]) == 0 then return '0-0' end
         local info = redis.call('XINFO', 'STREAM', KEYS[1])
         for i = 1, #info, 2 do

@@ -4,7 +4,7 @@ import NIOCore
 
 /// Runs `action` on one event loop at the earliest deadline asked for; `action` returns the
 /// next deadline (monotonic ms) or `nil`. Safe to call from any thread.
-final class DeadlineScheduler: Sendable {
+package final class DeadlineScheduler: Sendable {
     private struct State {
         var deadline: Int64?
         var task: Scheduled<Void>?
@@ -19,17 +19,17 @@ final class DeadlineScheduler: Sendable {
     private let scheduledAt = ManagedAtomic<Int64>(.max)
     private let action = CallbackSlot<@Sendable () -> Int64?>()
 
-    init(eventLoop: any EventLoop, now: @escaping @Sendable () -> Int64) {
+    package init(eventLoop: any EventLoop, now: @escaping @Sendable () -> Int64) {
         self.eventLoop = eventLoop
         self.now = now
     }
 
-    func setAction(_ action: @escaping @Sendable () -> Int64?) {
+    package func setAction(_ action: @escaping @Sendable () -> Int64?) {
         self.action.set(action)
     }
 
     /// Makes sure the action runs no later than `deadline`.
-    func schedule(at deadline: Int64) {
+    package func schedule(at deadline: Int64) {
         // The caller changed its state (under its own lock) before this read, and `fire` resets
         // `scheduledAt` before it reads that state: either this read sees the reset and takes
         // the lock below, or `fire`'s action sees the change.
@@ -53,7 +53,7 @@ final class DeadlineScheduler: Sendable {
         if let next = action() { schedule(at: next) }
     }
 
-    func cancel() {
+    package func cancel() {
         state.withLockedValue { state in
             state.task?.cancel()
             state = State()

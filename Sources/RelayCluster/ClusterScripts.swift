@@ -5,9 +5,9 @@
 /// (set of rooms a node has presence in), `relay:nodes` (sorted set: node → last heartbeat, Redis time),
 /// `relay:user-rooms:{user}` (hash `room` → the user's devices in it on all nodes; the rooms of
 /// the presence API, kept with `relay:presence-users:{room}`).
-enum ClusterScripts {
+package enum ClusterScripts {
     /// Sets one node's device count for a user in a room; returns {before, after, HGETALL users}.
-    static let updatePresence = """
+    package static let updatePresence = """
         local field = ARGV[1] .. '\\31' .. ARGV[2]
         local old = tonumber(redis.call('HGET', KEYS[1], field) or '0')
         local new = tonumber(ARGV[3])
@@ -31,7 +31,7 @@ enum ClusterScripts {
 
     /// Removes a dead node's entries from one room (ARGV[2]); returns the users no longer present
     /// anywhere. The users' `relay:user-rooms:{user}` keys are named here, one per swept user.
-    static let sweepRoom = """
+    package static let sweepRoom = """
         local gone = {}
         local prefix = ARGV[1] .. '\\31'
         for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
@@ -56,7 +56,7 @@ enum ClusterScripts {
 
     /// Heartbeat with Redis's own clock (no skew between nodes); returns the nodes whose last
     /// heartbeat is older than ARGV[2] ms.
-    static let heartbeat = """
+    package static let heartbeat = """
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         redis.call('ZADD', KEYS[1], now, ARGV[1])

@@ -6,20 +6,20 @@ import NIOPosix
 /// can assert that none is held (`LockAudit.noneHeld`): "no lock held across I/O" is checked by
 /// every test that runs the debug build, not only written down. Release builds compile the
 /// counting out (it lives in `assert`).
-final class AuditedLock<Value> {
+package final class AuditedLock<Value> {
     private let lock = NIOLock()
     private var value: Value
 
-    init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
     }
 
-    func withLockedValue<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+    package func withLockedValue<T>(_ body: (inout Value) throws -> T) rethrows -> T {
         try withLock(body)
     }
 
     /// `withLockedValue` for closures with a typed error.
-    func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
+    package func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
         lock.lock()
         assert(LockAudit.entered())
         defer {
@@ -35,7 +35,7 @@ final class AuditedLock<Value> {
 extension AuditedLock: @unchecked Sendable where Value: Sendable {}
 
 /// How many `AuditedLock`s the current thread holds (debug builds only).
-enum LockAudit {
+package enum LockAudit {
     /// One per thread. (`@unchecked Sendable`: only the thread it belongs to touches it.)
     private final class Depth: @unchecked Sendable {
         var count = 0
@@ -50,19 +50,19 @@ enum LockAudit {
         return d
     }
 
-    static func entered() -> Bool {
+    package static func entered() -> Bool {
         current.count += 1
         return true
     }
 
-    static func left() -> Bool {
+    package static func left() -> Bool {
         current.count -= 1
         return true
     }
 
     /// For `assert`: whether this thread holds no audited lock (call it where bytes go to a
     /// socket: a write there under a lock would hold every thread that wants it for the write).
-    static func noneHeld() -> Bool {
+    package static func noneHeld() -> Bool {
         depth.currentValue.map { $0.count == 0 } ?? true
     }
 }

@@ -1,25 +1,26 @@
 import NIOCore
+import RelayBackends
 import RelayCore
 import RelayRedis
 
 /// Sessions in Redis: `relay:session:<pid>` with the record as JSON, expiring with the window,
 /// taken with GETDEL (atomically: two nodes never both recover one session).
 public final class RedisKeptSessionStore: KeptSessionStore {
-    let redis: RedisClient
+    package let redis: RedisClient
     /// Records kept per user: the oldest past it are deleted (`relay:sessions-of:<user>` lists
     /// a user's records in the order they were kept).
-    let maxPerUser: Int
+    package let maxPerUser: Int
 
     public init(redis: RedisClient, maxPerUser: Int = 64) {
         self.redis = redis
         self.maxPerUser = max(1, maxPerUser)
     }
 
-    static func key(_ pid: String) -> String { "relay:session:\(pid)" }
-    static func userKey(_ user: String) -> String { "relay:sessions-of:\(user)" }
+    package static func key(_ pid: String) -> String { "relay:session:\(pid)" }
+    package static func userKey(_ user: String) -> String { "relay:sessions-of:\(user)" }
 
     /// Keeps the record and lists it under its user; past `maxPerUser` the user's oldest go.
-    static let putScript = """
+    package static let putScript = """
         redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
         redis.call('LREM', KEYS[2], 0, KEYS[1])
         redis.call('RPUSH', KEYS[2], KEYS[1])
@@ -41,7 +42,7 @@ public final class RedisKeptSessionStore: KeptSessionStore {
     }
 
     /// One hash, `relay:revoked`: user → cutoff; entries past their time are dropped when read.
-    static let revokedKey = "relay:revoked"
+    package static let revokedKey = "relay:revoked"
 
     public func saveRevocation(user: String, cutoff: Int64, ttlSeconds: Int64) {
         _ = redis.send(["HSET", Self.revokedKey, user, "\(cutoff):\(cutoff + ttlSeconds)"])
@@ -67,7 +68,7 @@ public final class RedisKeptSessionStore: KeptSessionStore {
 
     /// Deletes the record only if it is the user's, atomically: two nodes never both recover
     /// one session, and another user's token leaves it in place.
-    static let takeScript = """
+    package static let takeScript = """
         local v = redis.call('GET', KEYS[1])
         if not v then return {0} end
         local ok, record = pcall(cjson.decode, v)
