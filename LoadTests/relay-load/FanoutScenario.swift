@@ -84,6 +84,7 @@ enum Fanout {
         report.add("deliveries", stats.deliveries)
         report.add("deliveries_per_second", Double(stats.deliveries) / elapsed)
         report.add("expected_deliveries_min", expected)
+        if stalledPerRoom > 0 { report.add("stalled_deliveries", stats.stalledDeliveries) }
         report.addLatency("latency", stats.deliveryLatency)
         if let a = cpuStart, let b = cpuEnd, stats.deliveries > 0 {
             let user = b.user - a.user, system = b.system - a.system

@@ -35,6 +35,8 @@ final class LoadConnection: ChannelInboundHandler {
     private var nextAckID: Int64 = 0
     private var pendingAcks: [Int64: (UInt64, AckKind)] = [:]
     private var isReady = false
+    /// Set by `stall`: its deliveries are not the others' latency.
+    private var stalled = false
 
     init(wire: WireProtocol, token: String, room: String?, stats: LoopStats, ready: EventLoopPromise<Void>) {
         self.wire = wire
@@ -165,6 +167,10 @@ final class LoadConnection: ChannelInboundHandler {
     }
 
     private func record(delivery now: UInt64, sentAt: Int64) {
+        if stalled {
+            stats.stalledDeliveries += 1
+            return
+        }
         stats.deliveries += 1
         if sentAt > 0, now > UInt64(sentAt) { stats.deliveryLatency.record((now - UInt64(sentAt)) / 1000) }
     }
@@ -217,8 +223,10 @@ final class LoadConnection: ChannelInboundHandler {
         }
     }
 
-    /// Stops reading from the socket (a stalled phone).
+    /// Stops reading from the socket (a stalled phone). What it still reads later (buffered
+    /// before the stall, or when the server closes it) is counted apart.
     func stall() {
+        stalled = true
         context?.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
     }
 

@@ -5,6 +5,9 @@ import NIOCore
 /// at the end, so measuring costs no lock.
 final class LoopStats {
     var deliveries = 0
+    /// Deliveries read by stalled connections (slow-consumer), kept out of `deliveries` and
+    /// `deliveryLatency`: those measure the readers that read, not the stall's own length.
+    var stalledDeliveries = 0
     var deliveryLatency = Histogram<UInt64>(highestTrackableValue: 60_000_000)  // µs
     var ackLatency = Histogram<UInt64>(highestTrackableValue: 60_000_000)  // µs
     var acks = 0
@@ -29,6 +32,7 @@ final class LoopStats {
 
     func merge(_ other: LoopStats) {
         deliveries += other.deliveries
+        stalledDeliveries += other.stalledDeliveries
         deliveryLatency.add(other.deliveryLatency)
         ackLatency.add(other.ackLatency)
         acks += other.acks
@@ -44,6 +48,7 @@ final class LoopStats {
 
     func reset() {
         deliveries = 0
+        stalledDeliveries = 0
         deliveryLatency.reset()
         ackLatency.reset()
         acks = 0
