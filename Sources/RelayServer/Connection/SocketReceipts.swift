@@ -6,7 +6,7 @@ import RelayStore
 /// `receipt:sync`): stored, acked once committed — through the socket's one reply path, the
 /// acks of one committed batch leaving in one write — then forwarded.
 ///
-/// Bounds the store's queue per connection: at most `maxPendingReceiptsPerConnection` receipts
+/// Bounds the store's queue per connection: at most `receipts.maxPendingPerConnection` receipts
 /// awaiting their commit (the per-user quota across a user's sockets is the relay's).
 /// Confined to the socket's loop, like the socket.
 final class SocketReceipts {

@@ -18,9 +18,6 @@ public final class RelayMetrics: Sendable {
     /// Heap trims after connection churn (`HeapTrimmer`).
     let heapTrims: Counter
 
-    /// `relay_disconnects_total`'s reasons: one per `ConnectionEnd`.
-    public static var disconnectReasons: [String] { ConnectionMetrics.disconnectReasons }
-
     public init(registry: PrometheusRegistry = PrometheusRegistry()) {
         self.registry = registry
         let r = registry
