@@ -96,8 +96,10 @@ async def write_until_killed(port: int, cycle: int, acked: dict, first_ack: asyn
             client = await RawClient.connect(port, f"reader{w}")
         except (OSError, ConnectionClosed, InvalidHandshake, InvalidMessage, AssertionError):
             return
-        todo = [receipt(cycle, w, n) for n in range(RECEIPTS_PER_WRITER)]
-        todo += [r for r in replay if r[1] == f"reader{w}"]
+        # Receipts acked in earlier cycles go first, so every cycle sends some again
+        # before the kill: each must be acked with the cursor it had.
+        todo = [(m, u, f"message:{k}") for (m, u, k) in replay if u == f"reader{w}"]
+        todo += [receipt(cycle, w, n) for n in range(RECEIPTS_PER_WRITER)]
         sem = asyncio.Semaphore(IN_FLIGHT)
 
         async def send(r):
