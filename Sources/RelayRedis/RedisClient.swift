@@ -4,20 +4,38 @@ import NIOCore
 import NIOPosix
 
 /// A small Redis client on SwiftNIO, written by hand because no Swift Redis client is reachable
-/// here: one pipelined command connection (RESP3 when the server speaks it, RESP2 otherwise)
-/// and one subscriber connection (pub/sub, sharded pub/sub when available), both re-established
-/// with exponential backoff and jitter, with subscriptions restored after every reconnect.
+/// here. It talks to one Redis, to a Redis Cluster, or to the master Redis Sentinel names:
 ///
-/// All state lives on one event loop; the public methods may be called from any thread.
-/// (`@unchecked Sendable`: the mutable state is only touched on `eventLoop`; public methods hop
-/// there with `execute` or a future.)
+/// - one `RedisNodeLink` (a pipelined command connection, RESP3 when the server speaks it, and a
+///   subscriber connection) per master it routes to;
+/// - in a cluster, each command goes to the master of its key's slot (`RedisSlotMap`, from
+///   `CLUSTER SLOTS`); `MOVED` updates the map and retries there, `ASK` retries once with
+///   `ASKING`, `TRYAGAIN`/`CLUSTERDOWN` retry shortly; each sharded subscription is made on the
+///   master that owns its channel's slot and made again wherever the slot moves;
+/// - with Sentinel, the master's address is asked of the sentinels whenever the link is lost
+///   (and when the master answers `READONLY`: it was demoted);
+/// - links are re-established with exponential backoff and jitter, the slot map re-read, and
+///   every subscription restored.
+///
+/// The client is up when every slot has a master whose link is up. All state lives on one event
+/// loop; the public methods may be called from any thread. (`@unchecked Sendable`: the mutable
+/// state is only touched on `eventLoop`; public methods hop there with `execute` or a future.)
 public final class RedisClient: @unchecked Sendable {
     public struct Options: Sendable {
         public var connectTimeout: TimeAmount = .seconds(2)
         public var initialBackoff: TimeAmount = .milliseconds(100)
         public var maxBackoff: TimeAmount = .seconds(5)
+        /// The longest wait between two looks for a failed-over master (cluster, Sentinel).
+        public var failoverBackoff: TimeAmount = .seconds(1)
         public var commandTimeout: TimeAmount = .seconds(5)
+        /// How often a cluster's slot map is read again when nothing forced it.
+        public var slotMapRefresh: TimeAmount = .seconds(15)
         public init() {}
+    }
+
+    /// What the client found at the endpoint.
+    public enum Topology: String, Sendable {
+        case unknown, single, cluster, sentinel
     }
 
     public let endpoint: RedisEndpoint
@@ -26,21 +44,26 @@ public final class RedisClient: @unchecked Sendable {
     let logger: Logger
 
     // Loop-confined state.
-    private var commands: (any Channel)?
-    private var subscriber: (any Channel)?
+    private var links: [RedisEndpoint.Address: RedisNodeLink] = [:]
+    private var slotMap = RedisSlotMap()
+    private var topology = Topology.unknown
     private var up = false
     private var stopped = false
     private var attempt = 0
-    private var reconnectTask: Scheduled<Void>?
+    private var refreshing = false
+    private var refreshAgain = false
+    private var refreshTask: Scheduled<Void>?
+    private var periodicRefresh: RepeatedTask?
     private var channels: Set<String> = []
+    /// Where each channel is subscribed now (the master that owned its slot then).
+    private var subscribedOn: [String: RedisEndpoint.Address] = [:]
     /// Channels the server confirmed on the current link, and who waits for a confirmation.
     private var confirmed: Set<String> = []
     private var confirmationWaiters: [String: [EventLoopPromise<Void>]] = [:]
-    private var protocolVersion = 2
-    private var shardedPubSub = false
     private var onMessage: (@Sendable (String, ByteBuffer) -> Void)?
     private var onLinkChange: (@Sendable (Bool) -> Void)?
     private let upFlag = NIOLockedValueBox(false)
+    private let topologyFlag = NIOLockedValueBox(Topology.unknown)
 
     public init(endpoint: RedisEndpoint, eventLoop: any EventLoop, options: Options = Options(), logger: Logger = Logger(label: "relay.redis")) {
         self.endpoint = endpoint
@@ -49,41 +72,49 @@ public final class RedisClient: @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Whether both connections are up (readable from any thread).
+    /// Whether every slot's master is reachable (readable from any thread).
     public var isUp: Bool { upFlag.withLockedValue { $0 } }
+    /// One Redis, a cluster or a Sentinel-named master (readable from any thread).
+    public var currentTopology: Topology { topologyFlag.withLockedValue { $0 } }
 
     /// Starts connecting; `onMessage` gets every pub/sub message, `onLinkChange` every up/down.
     public func start(onMessage: @escaping @Sendable (String, ByteBuffer) -> Void, onLinkChange: @escaping @Sendable (Bool) -> Void) {
         eventLoop.execute {
             self.onMessage = onMessage
             self.onLinkChange = onLinkChange
-            self.connect()
+            self.refresh()
+            self.periodicRefresh = self.eventLoop.scheduleRepeatedTask(initialDelay: self.options.slotMapRefresh, delay: self.options.slotMapRefresh) { _ in
+                if self.topology == .cluster { self.refresh() }
+            }
         }
     }
 
     public func stop() async {
         try? await eventLoop.submit {
             self.stopped = true
-            self.reconnectTask?.cancel()
-            self.commands?.close(promise: nil)
-            self.subscriber?.close(promise: nil)
+            self.refreshTask?.cancel()
+            self.periodicRefresh?.cancel()
+            for link in self.links.values { link.close() }
+            self.links.removeAll()
         }.get()
     }
 
-    /// Sends one command; fails at once with `.unavailable` while the link is down.
+    // MARK: Commands
+
+    /// Sends one command to the master of its key's slot; fails at once with `.unavailable`
+    /// while that master cannot be reached.
     public func send(_ args: [String]) -> EventLoopFuture<RESPValue> {
         var bytes = ByteBufferAllocator().buffer(capacity: 64)
         RESPParser.encodeCommand(args, into: &bytes)
-        return send(bytes)
+        return send(bytes, slot: RedisCommandKey.slot(of: args))
     }
 
-    func send(_ bytes: ByteBuffer) -> EventLoopFuture<RESPValue> {
+    func send(_ bytes: ByteBuffer, slot: Int?) -> EventLoopFuture<RESPValue> {
         eventLoop.flatSubmit {
-            guard self.up, let channel = self.commands else { return self.eventLoop.makeFailedFuture(RESPError.unavailable) }
             let promise = self.eventLoop.makePromise(of: RESPValue.self)
-            channel.writeAndFlush(RedisConnectionHandler.RedisRequest(bytes: bytes, promise: promise), promise: nil)
             let timeout = self.eventLoop.scheduleTask(in: self.options.commandTimeout) { promise.fail(RESPError.unavailable) }
             promise.futureResult.whenComplete { _ in timeout.cancel() }
+            self.dispatch(bytes, slot: slot, to: nil, asking: false, tries: 0, promise: promise)
             return promise.futureResult
         }
     }
@@ -92,9 +123,10 @@ public final class RedisClient: @unchecked Sendable {
     /// is in use (a script that publishes picks `SPUBLISH` or `PUBLISH`).
     public func send(_ args: @escaping @Sendable (_ shardedPubSub: Bool) -> [String], payload: ByteBuffer) -> EventLoopFuture<RESPValue> {
         eventLoop.flatSubmit {
+            let list = args(self.shardedPubSub)
             var bytes = ByteBufferAllocator().buffer(capacity: payload.readableBytes + 256)
-            RESPParser.encodeCommand(args(self.shardedPubSub), payload: payload, into: &bytes)
-            return self.send(bytes)
+            RESPParser.encodeCommand(list, payload: payload, into: &bytes)
+            return self.send(bytes, slot: RedisCommandKey.slot(of: list))
         }
     }
 
@@ -105,15 +137,81 @@ public final class RedisClient: @unchecked Sendable {
         eventLoop.flatSubmit {
             var bytes = ByteBufferAllocator().buffer(capacity: payload.readableBytes + channel.utf8.count + 32)
             RESPParser.encodeCommand([self.shardedPubSub ? "SPUBLISH" : "PUBLISH", channel], payload: payload, into: &bytes)
-            return self.send(bytes)
+            return self.send(bytes, slot: RedisHashSlot.slot(of: channel))
         }
     }
 
-    /// Adds channels to the subscriptions (kept across reconnects).
+    /// At most this many redirects and retries of one command (its timeout bounds them too).
+    private static let maxTries = 8
+
+    private func dispatch(_ bytes: ByteBuffer, slot: Int?, to target: RedisEndpoint.Address?, asking: Bool, tries: Int, promise: EventLoopPromise<RESPValue>) {
+        guard let address = target ?? route(slot), let link = links[address], link.isUp else {
+            promise.fail(RESPError.unavailable)
+            return
+        }
+        link.send(bytes, asking: asking).whenComplete { result in
+            switch result {
+            case .success(let value):
+                promise.succeed(value)
+            case .failure(RESPError.server(let message)) where tries < Self.maxTries:
+                self.redirected(message, bytes: bytes, slot: slot, from: address, tries: tries, promise: promise)
+            case .failure(let error):
+                promise.fail(error)
+            }
+        }
+    }
+
+    /// The master a command for `slot` goes to (any master for keyless commands).
+    private func route(_ slot: Int?) -> RedisEndpoint.Address? {
+        if let slot { return slotMap.owner(of: slot) }
+        return slotMap.masters.first { links[$0]?.isUp == true }
+    }
+
+    private func redirected(_ message: String, bytes: ByteBuffer, slot: Int?, from: RedisEndpoint.Address, tries: Int, promise: EventLoopPromise<RESPValue>) {
+        if let redirect = RedisRedirect(error: message) {
+            switch redirect {
+            case .moved(let movedSlot, let address):
+                slotMap.move(slot: movedSlot, to: address)
+                scheduleRefresh(after: .zero)
+                withLink(to: address) { self.dispatch(bytes, slot: slot, to: address, asking: false, tries: tries + 1, promise: promise) }
+            case .ask(_, let address):
+                withLink(to: address) { self.dispatch(bytes, slot: slot, to: address, asking: true, tries: tries + 1, promise: promise) }
+            }
+            return
+        }
+        guard RedisRedirect.isTransient(message) else {
+            promise.fail(RESPError.server(message))
+            return
+        }
+        // A demoted master (Sentinel failover) or a cluster that is failing over: look again
+        // for the master, and try once it may be there.
+        if message.hasPrefix("READONLY"), topology != .cluster, let link = links[from] {
+            link.close()
+            linkClosed(link)
+        } else {
+            scheduleRefresh(after: .milliseconds(50))
+        }
+        eventLoop.scheduleTask(in: .milliseconds(Int64(50 << min(tries, 4)))) {
+            self.dispatch(bytes, slot: slot, to: nil, asking: false, tries: tries + 1, promise: promise)
+        }
+    }
+
+    /// Runs `body` once a link to `address` is up (connecting one if needed).
+    private func withLink(to address: RedisEndpoint.Address, _ body: @escaping @Sendable () -> Void) {
+        if links[address]?.isUp == true {
+            body()
+            return
+        }
+        connectLink(address).whenComplete { _ in body() }
+    }
+
+    // MARK: Subscriptions
+
+    /// Adds channels to the subscriptions (kept across reconnects and topology changes).
     public func subscribe(_ names: [String]) {
         eventLoop.execute {
             let new = names.filter { self.channels.insert($0).inserted }
-            if self.up, !new.isEmpty { self.writeSubscriber([self.shardedPubSub ? "SSUBSCRIBE" : "SUBSCRIBE"] + new) }
+            if !new.isEmpty { self.placeSubscriptions(new) }
         }
     }
 
@@ -132,142 +230,245 @@ public final class RedisClient: @unchecked Sendable {
 
     public func unsubscribe(_ names: [String]) {
         eventLoop.execute {
-            let gone = names.filter { self.channels.remove($0) != nil }
-            // Not confirmed any more from now: a subscription made again must be confirmed anew.
-            self.confirmed.subtract(gone)
-            if self.up, !gone.isEmpty { self.writeSubscriber([self.shardedPubSub ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"] + gone) }
-        }
-    }
-
-    /// Whether the server has sharded pub/sub (Redis ≥ 7), as detected at connect.
-    public var usesShardedPubSub: EventLoopFuture<Bool> { eventLoop.submit { self.shardedPubSub } }
-    public var respVersion: EventLoopFuture<Int> { eventLoop.submit { self.protocolVersion } }
-
-    // MARK: Connecting
-
-    private func bootstrap(onPush: @escaping @Sendable (RESPValue) -> Void) -> ClientBootstrap {
-        ClientBootstrap(group: eventLoop)
-            .connectTimeout(options.connectTimeout)
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(RedisConnectionHandler(onPush: onPush))
-                }
+            var byLink: [RedisEndpoint.Address: [String]] = [:]
+            for name in names where self.channels.remove(name) != nil {
+                // Not confirmed any more from now: a subscription made again must be confirmed anew.
+                self.confirmed.remove(name)
+                if let address = self.subscribedOn.removeValue(forKey: name) { byLink[address, default: []].append(name) }
             }
-    }
-
-    private func connect() {
-        guard !stopped else { return }
-        let loop = eventLoop
-        let host = endpoint.host, port = endpoint.port
-        let commandsFuture = bootstrap { _ in }.connect(host: host, port: port)
-        let subscriberFuture = bootstrap { [weak self] value in
-            guard let client = self else { return }
-            loop.execute { client.handleSubscriberMessage(value) }
-        }.connect(host: host, port: port)
-        commandsFuture.and(subscriberFuture).flatMap { commands, subscriber in
-            self.eventLoop.submit {
-                self.commands = commands
-                self.subscriber = subscriber
-                for c in [commands, subscriber] {
-                    c.closeFuture.whenComplete { _ in loop.execute { self.linkLost(c) } }
-                }
-            }.flatMap { self.handshake(commands, subscriber) }
-        }.whenComplete { result in
-            switch result {
-            case .success:
-                self.attempt = 0
-                self.setUp(true)
-                if !self.channels.isEmpty { self.writeSubscriber([self.shardedPubSub ? "SSUBSCRIBE" : "SUBSCRIBE"] + self.channels.sorted()) }
-                self.logger.info("redis link up", metadata: ["endpoint": "\(host):\(port)", "resp": "\(self.protocolVersion)", "sharded": "\(self.shardedPubSub)"])
-            case .failure(let error):
-                self.logger.debug("redis connect failed", metadata: ["error": "\(error)"])
-                commandsFuture.whenSuccess { $0.close(promise: nil) }
-                subscriberFuture.whenSuccess { $0.close(promise: nil) }
-                self.scheduleReconnect()
+            for (address, gone) in byLink {
+                for group in self.commandGroups(gone) { self.links[address]?.writeSubscriber([self.shardedPubSub ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"] + group) }
             }
         }
     }
 
-    /// AUTH, SELECT, HELLO 3 (RESP3 when the server has it), and the sharded pub/sub probe.
-    private func handshake(_ commands: any Channel, _ subscriber: any Channel) -> EventLoopFuture<Void> {
-        @Sendable func raw(_ channel: any Channel, _ args: [String]) -> EventLoopFuture<RESPValue> {
-            var bytes = ByteBufferAllocator().buffer(capacity: 64)
-            RESPParser.encodeCommand(args, into: &bytes)
-            let promise = eventLoop.makePromise(of: RESPValue.self)
-            channel.writeAndFlush(RedisConnectionHandler.RedisRequest(bytes: bytes, promise: promise), promise: nil)
-            return promise.futureResult
+    /// Subscribes `names` on the masters that own their slots now, moving any that were
+    /// subscribed elsewhere.
+    private func placeSubscriptions(_ names: [String]) {
+        guard up else { return }
+        var add: [RedisEndpoint.Address: [String]] = [:]
+        var drop: [RedisEndpoint.Address: [String]] = [:]
+        for name in names {
+            guard let owner = slotMap.owner(of: RedisHashSlot.slot(of: name)), links[owner]?.isUp == true else { continue }
+            if let current = subscribedOn[name] {
+                if current == owner { continue }
+                drop[current, default: []].append(name)
+            }
+            subscribedOn[name] = owner
+            confirmed.remove(name)
+            add[owner, default: []].append(name)
         }
-        var steps: [([String], any Channel)] = []
-        if let password = endpoint.password {
-            steps.append((["AUTH", password], commands))
-            steps.append((["AUTH", password], subscriber))
+        let (subscribe, unsubscribe) = shardedPubSub ? ("SSUBSCRIBE", "SUNSUBSCRIBE") : ("SUBSCRIBE", "UNSUBSCRIBE")
+        for (address, gone) in drop where links[address]?.isUp == true {
+            for group in commandGroups(gone) { links[address]?.writeSubscriber([unsubscribe] + group) }
         }
-        if endpoint.database != 0 { steps.append((["SELECT", String(endpoint.database)], commands)) }
-        var future = eventLoop.makeSucceededVoidFuture()
-        for (args, channel) in steps { future = future.flatMap { raw(channel, args).map { _ in } } }
-        return future.flatMap {
-            raw(commands, ["HELLO", "3"]).map { _ in 3 }.recover { _ in 2 }
-        }.flatMap { (version: Int) -> EventLoopFuture<Void> in
-            self.protocolVersion = version
-            return raw(commands, ["COMMAND", "INFO", "SPUBLISH"]).map { reply in
-                // Unknown commands come back as a null entry.
-                if let first = reply.elements?.first, first != .null { self.shardedPubSub = true } else { self.shardedPubSub = false }
-            }.recover { _ in self.shardedPubSub = false }
+        for (address, new) in add {
+            for group in commandGroups(new) { links[address]?.writeSubscriber([subscribe] + group) }
         }
     }
 
-    private func writeSubscriber(_ args: [String]) {
-        guard let subscriber else { return }
-        var bytes = subscriber.allocator.buffer(capacity: 64)
-        RESPParser.encodeCommand(args, into: &bytes)
-        subscriber.writeAndFlush(RedisConnectionHandler.RedisRequest(bytes: bytes, promise: nil), promise: nil)
+    /// Channels in groups one (S)SUBSCRIBE may carry: one slot each in a cluster.
+    private func commandGroups(_ names: [String]) -> [[String]] {
+        guard topology == .cluster, shardedPubSub else { return names.isEmpty ? [] : [names.sorted()] }
+        return Dictionary(grouping: names, by: { RedisHashSlot.slot(of: $0) }).keys.sorted().compactMap { slot in
+            Dictionary(grouping: names, by: { RedisHashSlot.slot(of: $0) })[slot]?.sorted()
+        }
     }
 
-    private func handleSubscriberMessage(_ value: RESPValue) {
+    private func handleSubscriberMessage(_ value: RESPValue, from address: RedisEndpoint.Address) {
         guard let items = value.elements, items.count >= 3, let kind = items[0].string else { return }
         switch kind.lowercased() {
         case "message", "smessage":
             if let channel = items[1].string, case .bulkString(let payload) = items[2] { onMessage?(channel, payload) }
         case "subscribe", "ssubscribe":
-            guard let channel = items[1].string else { return }
+            guard let channel = items[1].string, subscribedOn[channel] == address else { return }
             confirmed.insert(channel)
             for waiter in confirmationWaiters.removeValue(forKey: channel) ?? [] { waiter.succeed(()) }
         case "unsubscribe", "sunsubscribe":
-            if let channel = items[1].string { confirmed.remove(channel) }
+            guard let channel = items[1].string, subscribedOn[channel] == address else { return }
+            // Not asked for: the channel's slot moved to another master. Find out where.
+            confirmed.remove(channel)
+            subscribedOn.removeValue(forKey: channel)
+            if channels.contains(channel) { scheduleRefresh(after: .zero) }
         default:
             break
         }
     }
 
-    private func linkLost(_ channel: any Channel) {
-        guard channel === commands || channel === subscriber else { return }
-        commands?.close(promise: nil)
-        subscriber?.close(promise: nil)
-        commands = nil
-        subscriber = nil
-        confirmed.removeAll()
-        if up { logger.warning("redis link down", metadata: ["endpoint": "\(endpoint.host):\(endpoint.port)"]) }
-        setUp(false)
-        scheduleReconnect()
-    }
+    /// Whether the server has sharded pub/sub (Redis ≥ 7), as detected at connect.
+    public var usesShardedPubSub: EventLoopFuture<Bool> { eventLoop.submit { self.shardedPubSub } }
+    public var respVersion: EventLoopFuture<Int> { eventLoop.submit { self.anyLink?.protocolVersion ?? 2 } }
 
-    private func setUp(_ value: Bool) {
-        guard up != value else { return }
-        up = value
-        upFlag.withLockedValue { $0 = value }
-        onLinkChange?(value)
-    }
+    private var anyLink: RedisNodeLink? { slotMap.masters.lazy.compactMap { self.links[$0] }.first { $0.isUp } }
+    private var shardedPubSub: Bool { anyLink?.shardedPubSub ?? false }
 
-    /// Exponential backoff with jitter: half to all of min(max, initial · 2^attempt).
-    private func scheduleReconnect() {
-        guard !stopped, reconnectTask == nil else { return }
-        let base = min(options.maxBackoff.nanoseconds, options.initialBackoff.nanoseconds << min(attempt, 16))
-        let delay = Int64.random(in: base / 2...max(base / 2, base))
-        attempt += 1
-        reconnectTask = eventLoop.scheduleTask(in: .nanoseconds(delay)) {
-            self.reconnectTask = nil
-            self.connect()
+    // MARK: Topology
+
+    private func connectLink(_ address: RedisEndpoint.Address) -> EventLoopFuture<RedisNodeLink> {
+        if let link = links[address], link.isUp { return eventLoop.makeSucceededFuture(link) }
+        links[address]?.close()
+        let link = RedisNodeLink(address: address, eventLoop: eventLoop)
+        links[address] = link
+        return link.connect(
+            password: endpoint.password, database: topology == .cluster ? 0 : endpoint.database, timeout: options.connectTimeout,
+            onPush: { [weak self] value in self?.handleSubscriberMessage(value, from: address) },
+            onClosed: { [weak self] link in self?.linkClosed(link) }
+        ).map { link }.flatMapErrorThrowing { error in
+            if self.links[address] === link { self.links.removeValue(forKey: address) }
+            throw error
         }
+    }
+
+    private func linkClosed(_ link: RedisNodeLink) {
+        guard links[link.address] === link else { return }
+        links.removeValue(forKey: link.address)
+        for (channel, address) in subscribedOn where address == link.address {
+            subscribedOn.removeValue(forKey: channel)
+            confirmed.remove(channel)
+        }
+        if slotMap.masters.contains(link.address) {
+            logger.warning("redis link down", metadata: ["endpoint": "\(link.address)"])
+            evaluate()
+            scheduleRefresh(after: .zero)
+        }
+    }
+
+    /// Finds the masters (asking the sentinels, or a cluster node for its slot map), links to
+    /// each, and places the subscriptions; retried with backoff until every slot is served.
+    private func refresh() {
+        guard !stopped else { return }
+        guard !refreshing else {
+            refreshAgain = true
+            return
+        }
+        refreshing = true
+        discover().flatMap { map -> EventLoopFuture<Void> in
+            self.adopt(map)
+            let missing = map.masters.filter { self.links[$0]?.isUp != true }
+            let connects = missing.map { self.connectLink($0).map { _ in () }.recover { _ in () } }
+            return EventLoopFuture.andAllComplete(connects, on: self.eventLoop)
+        }.whenComplete { result in
+            self.refreshing = false
+            if case .failure(let error) = result { self.logger.debug("redis topology not found", metadata: ["error": "\(error)"]) }
+            self.evaluate()
+            if self.up { self.placeSubscriptions(Array(self.channels)) }
+            if self.refreshAgain {
+                self.refreshAgain = false
+                self.scheduleRefresh(after: .zero)
+            } else if !self.up {
+                self.scheduleRefresh(after: self.backoff())
+            }
+        }
+    }
+
+    private func scheduleRefresh(after delay: TimeAmount) {
+        guard !stopped, refreshTask == nil else { return }
+        refreshTask = eventLoop.scheduleTask(in: delay) {
+            self.refreshTask = nil
+            self.refresh()
+        }
+    }
+
+    /// Exponential backoff with jitter: half to all of min(max, initial · 2^attempt). Looking for
+    /// a failed-over master waits at most `failoverBackoff`.
+    private func backoff() -> TimeAmount {
+        let cap = topology == .single ? options.maxBackoff : options.failoverBackoff
+        let base = min(cap.nanoseconds, options.initialBackoff.nanoseconds << min(attempt, 16))
+        attempt += 1
+        return .nanoseconds(Int64.random(in: base / 2...max(base / 2, base)))
+    }
+
+    private func adopt(_ map: RedisSlotMap) {
+        slotMap = map
+        // Links to nodes that are no longer masters carry nothing: close them.
+        for (address, link) in links where !map.masters.contains(address) {
+            links.removeValue(forKey: address)
+            link.close()
+            for (channel, on) in subscribedOn where on == address {
+                subscribedOn.removeValue(forKey: channel)
+                confirmed.remove(channel)
+            }
+        }
+    }
+
+    /// Up when every slot has a master with a live link.
+    private func evaluate() {
+        let now = slotMap.coversEverySlot && slotMap.masters.allSatisfy { links[$0]?.isUp == true }
+        topologyFlag.withLockedValue { $0 = topology }
+        guard now != up else { return }
+        up = now
+        upFlag.withLockedValue { $0 = now }
+        if now {
+            attempt = 0
+            logger.info("redis link up", metadata: [
+                "topology": "\(topology.rawValue)", "masters": "\(slotMap.masters.map(\.description).joined(separator: ","))",
+                "resp": "\(anyLink?.protocolVersion ?? 2)", "sharded": "\(shardedPubSub)",
+            ])
+        } else {
+            logger.warning("redis down", metadata: ["topology": "\(topology.rawValue)"])
+        }
+        onLinkChange?(now)
+    }
+
+    /// The current masters: from the sentinels, from a cluster node, or the one Redis.
+    private func discover() -> EventLoopFuture<RedisSlotMap> {
+        if let master = endpoint.sentinelMaster {
+            return askSentinels(for: master, from: endpoint.addresses[...]).flatMap { address in
+                self.connectLink(address).flatMap { link in
+                    link.send(["ROLE"]).flatMapThrowing { role in
+                        // A sentinel may name a master that has not finished its promotion yet.
+                        guard role.elements?.first?.string == "master" else { throw RESPError.server("not a master yet") }
+                        self.topology = .sentinel
+                        return RedisSlotMap(single: address)
+                    }
+                }
+            }
+        }
+        // Known masters first, then the seeds, then every node the last map named.
+        var candidates: [RedisEndpoint.Address] = slotMap.masters.filter { links[$0]?.isUp == true }
+        for address in endpoint.addresses + slotMap.nodes where !candidates.contains(address) { candidates.append(address) }
+        return askForSlots(candidates[...])
+    }
+
+    private func askForSlots(_ candidates: ArraySlice<RedisEndpoint.Address>) -> EventLoopFuture<RedisSlotMap> {
+        guard let address = candidates.first else { return eventLoop.makeFailedFuture(RESPError.unavailable) }
+        return connectLink(address).flatMap { link in
+            link.send(["CLUSTER", "SLOTS"]).flatMapThrowing { reply -> RedisSlotMap in
+                guard let map = RedisSlotMap(clusterSlots: reply, answeredBy: address), !map.masters.isEmpty else {
+                    throw RESPError.server("no cluster slot map")
+                }
+                self.topology = .cluster
+                return map
+            }.flatMapError { error in
+                // Not a cluster: this is the one Redis.
+                if case RESPError.server(let message) = error, message.contains("cluster support disabled") {
+                    self.topology = .single
+                    return self.eventLoop.makeSucceededFuture(RedisSlotMap(single: address))
+                }
+                return self.eventLoop.makeFailedFuture(error)
+            }
+        }.flatMapError { _ in self.askForSlots(candidates.dropFirst()) }
+    }
+
+    /// `SENTINEL get-master-addr-by-name` of each sentinel in turn, on a connection of its own.
+    private func askSentinels(for master: String, from sentinels: ArraySlice<RedisEndpoint.Address>) -> EventLoopFuture<RedisEndpoint.Address> {
+        guard let sentinel = sentinels.first else { return eventLoop.makeFailedFuture(RESPError.unavailable) }
+        let loop = eventLoop
+        return RedisNodeLink.bootstrap(loop, timeout: options.connectTimeout) { _ in }.connect(host: sentinel.host, port: sentinel.port).flatMap { channel in
+            var bytes = channel.allocator.buffer(capacity: 64)
+            RESPParser.encodeCommand(["SENTINEL", "get-master-addr-by-name", master], into: &bytes)
+            let promise = loop.makePromise(of: RESPValue.self)
+            channel.writeAndFlush(RedisConnectionHandler.RedisRequest(bytes: bytes, promise: promise), promise: nil)
+            let timeout = loop.scheduleTask(in: self.options.connectTimeout) { promise.fail(RESPError.unavailable) }
+            return promise.futureResult.always { _ in
+                timeout.cancel()
+                channel.close(promise: nil)
+            }
+        }.flatMapThrowing { reply -> RedisEndpoint.Address in
+            guard let parts = reply.elements, parts.count == 2, let host = parts[0].string, let port = parts[1].string.flatMap({ Int($0) }),
+                (1...65535).contains(port), !host.isEmpty
+            else { throw RESPError.server("sentinel does not know master \(master)") }
+            return RedisEndpoint.Address(host: host, port: port)
+        }.flatMapError { _ in self.askSentinels(for: master, from: sentinels.dropFirst()) }
     }
 }

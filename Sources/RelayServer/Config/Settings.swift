@@ -142,8 +142,9 @@ extension ConfigurationLoader {
             $0.lifecycle.heapTrimIntervalMs = $1
         },
         .int("heap-trim-after", 256, min: 1, "sessions ended or connections closed since the last heap trim that make the next one due") { $0.lifecycle.heapTrimAfterSessions = $1 },
-        .checkedText("redis", secret: true, "`redis://host:port[/db]`: join the other nodes through this Redis (PROTOCOL §10)") { c, url in
-            guard RedisEndpoint(url: url) != nil else { return "redis: expected redis://host:port[/db], got \(url)" }
+        .checkedText("redis", secret: true, "`redis://host:port[/db]` (one Redis), `redis://host:port,host:port,…` (Redis Cluster seeds) or `redis+sentinel://host:port,…/<master>[/db]`: join the other nodes through Redis (PROTOCOL §10)") { c, url in
+            // The URL may hold a password: it is not repeated in the message.
+            guard RedisEndpoint(url: url) != nil else { return "redis: expected redis://host:port[/db], redis://host:port,host:port,… or redis+sentinel://host:port,…/<master>[/db]" }
             c.cluster.redisURL = url
             return nil
         },
