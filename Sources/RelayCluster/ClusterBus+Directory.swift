@@ -3,58 +3,148 @@ import RelayCore
 import RelayRedis
 
 /// The cluster's user directory in Redis (DirectoryScripts): each node's sockets per user, the
-/// last disconnect, and the users' rooms (kept by the presence scripts).
+/// last disconnect, and the users' rooms (each node's fields, kept by the presence steps).
+///
+/// Every script touches one user's keys (one slot); the node's set of users
+/// (`relay:node-users:{node}`, its own slot) is written with plain SADD/SREM around them: SADD
+/// before a user's script, SREM after, so a sweep that finds the set finds every user the node
+/// may have sockets of. Only this node (and the sweeper of a dead node) writes its set.
 extension ClusterBus {
     package static func directoryKey(_ user: String) -> String { "relay:directory:{\(user)}" }
     package static func userRoomsKey(_ user: String) -> String { "relay:user-rooms:{\(user)}" }
-    package static func nodeUsersKey(_ node: String) -> String { "relay:node-users:\(node)" }
+    package static func nodeUsersKey(_ node: String) -> String { "relay:node-users:{\(node)}" }
     /// How long a user's last seen is kept after their last socket went away.
     package static let lastSeenRetentionMs = LastSeenBook.defaultRetentionMs
 
-    /// This node has `devices` sockets of `user` now (`disconnected`: one just went away).
-    @discardableResult
-    package func updateUser(_ user: String, devices: Int, disconnected: Bool) -> EventLoopFuture<RESPValue> {
-        redis.send([
-            "EVAL", DirectoryScripts.updateUser, "2", Self.directoryKey(user), Self.nodeUsersKey(nodeID),
-            nodeID, user, String(devices), disconnected ? "1" : "0", String(Self.lastSeenRetentionMs),
-        ])
+    /// One user's directory update on `node`.
+    package static func updateUserCommand(node: String, user: String, devices: Int, disconnected: Bool) -> [String] {
+        ["EVAL", DirectoryScripts.updateUser, "1", directoryKey(user), node, String(devices), disconnected ? "1" : "0", String(lastSeenRetentionMs)]
     }
 
-    /// Each user's sockets on all nodes and last disconnect (ms), in `users`' order.
-    package func readUsers(_ users: [String]) -> EventLoopFuture<[(devices: Int, lastSeen: Int64?)]> {
-        guard !users.isEmpty else { return eventLoop.makeSucceededFuture([]) }
-        return redis.send(["EVAL", DirectoryScripts.readUsers, String(users.count)] + users.map(Self.directoryKey)).flatMapThrowing { reply in
-            guard let items = reply.elements, items.count == users.count else { throw RESPError.server("unexpected directory reply") }
-            return try items.map { item in
-                guard let pair = item.elements, pair.count == 2, let devices = pair[0].int, let seen = pair[1].int else {
-                    throw RESPError.server("unexpected directory entry")
-                }
-                return (Int(devices), seen >= 0 ? seen : nil)
+    /// `node`'s sockets of `user` are gone (`rooms`: its fields of the user's rooms too).
+    package static func dropNodeCommand(node: String, user: String, rooms: Bool) -> [String] {
+        ["EVAL", DirectoryScripts.dropNode, "2", directoryKey(user), userRoomsKey(user), node, String(lastSeenRetentionMs), rooms ? "1" : "0"]
+    }
+
+    /// This node has `devices` sockets of `user` now (`disconnected`: one just went away).
+    /// Sent under `statedUsers`' lock: ordered with a restatement.
+    package func updateUser(_ user: String, devices: Int, disconnected: Bool) {
+        let node = nodeID
+        statedUsers.withLockedValue { stated in
+            if devices > 0 {
+                stated.insert(user)
+                send(["SADD", Self.nodeUsersKey(node), user], "node users")
+                send(Self.updateUserCommand(node: node, user: user, devices: devices, disconnected: disconnected), "directory")
+            } else {
+                stated.remove(user)
+                send(Self.updateUserCommand(node: node, user: user, devices: devices, disconnected: disconnected), "directory")
+                send(["SREM", Self.nodeUsersKey(node), user], "node users")
             }
         }
     }
 
-    /// The rooms each user has presence in, on any node, sorted (one pipelined read per user).
-    package func userRooms(_ users: [String]) -> EventLoopFuture<[[String]]> {
+    /// Sends a command whose answer is not needed; logs a refusal.
+    private func send(_ command: [String], _ what: String) {
+        redis.send(command).whenFailure { [logger] in Self.log(logger, $0, what) }
+    }
+
+    /// Each user's sockets on all nodes and last disconnect (ms), in `users`' order (one
+    /// pipelined read per user: each user's key is in its own slot).
+    package func readUsers(_ users: [String]) -> EventLoopFuture<[(devices: Int, lastSeen: Int64?)]> {
         let reads = users.map { user in
-            redis.send(["HKEYS", Self.userRoomsKey(user)]).map { reply in (reply.elements ?? []).compactMap(\.string).sorted() }
+            redis.send(["HGETALL", Self.directoryKey(user)]).map { reply -> (devices: Int, lastSeen: Int64?) in
+                var devices = 0
+                var last: Int64?
+                for entry in Self.fields(reply) {
+                    if entry.field == "seen" {
+                        last = Int64(entry.value)
+                    } else if entry.field.hasPrefix("n:"), let n = Int(entry.value) {
+                        devices += n
+                    }
+                }
+                return (devices, last)
+            }
         }
         return EventLoopFuture.whenAllSucceed(reads, on: eventLoop)
     }
 
-    /// Removes a dead (or stopping) node's sockets from the directory.
-    package func sweepUsers(node: String) -> EventLoopFuture<RESPValue> {
-        redis.send(["EVAL", DirectoryScripts.sweepUsers, "1", Self.nodeUsersKey(node), node, String(Self.lastSeenRetentionMs)])
+    /// `field → value` from a RESP3 map or a RESP2 flat array (entries that are not text skipped).
+    package static func fields(_ value: RESPValue) -> [(field: String, value: String)] {
+        var out: [(field: String, value: String)] = []
+        if case .map(let pairs) = value {
+            for (k, v) in pairs { if let f = k.string, let t = v.string { out.append((f, t)) } }
+        } else if let flat = value.elements {
+            var i = 0
+            while i + 1 < flat.count {
+                if let f = flat[i].string, let t = flat[i + 1].string { out.append((f, t)) }
+                i += 2
+            }
+        }
+        return out
+    }
+
+    /// The rooms each user has presence in, on any node, sorted (one pipelined read per user;
+    /// the fields are `room\u{1F}node`).
+    package func userRooms(_ users: [String]) -> EventLoopFuture<[[String]]> {
+        let reads = users.map { user in
+            redis.send(["HKEYS", Self.userRoomsKey(user)]).map { reply in
+                Set((reply.elements ?? []).compactMap(\.string).compactMap(Self.room(ofUserRoomField:))).sorted()
+            }
+        }
+        return EventLoopFuture.whenAllSucceed(reads, on: eventLoop)
+    }
+
+    /// The room of a `room\u{1F}node` field (the node id has no U+001F; a room may).
+    package static func room(ofUserRoomField field: String) -> String? {
+        guard let separator = field.lastIndex(of: "\u{1F}") else { return nil }
+        return String(field[..<separator])
+    }
+
+    /// Removes a dead (or stopping) node's sockets from the directory, with its fields of its
+    /// users' rooms: one script per user (pipelined), then the swept users leave its set.
+    package func sweepUsers(node: String) -> EventLoopFuture<Void> {
+        redis.send(["SMEMBERS", Self.nodeUsersKey(node)]).flatMap { reply in
+            let users = (reply.elements ?? []).compactMap(\.string)
+            guard !users.isEmpty else { return self.eventLoop.makeSucceededVoidFuture() }
+            let drops = users.map { self.redis.send(Self.dropNodeCommand(node: node, user: $0, rooms: true)) }
+            return EventLoopFuture.whenAllSucceed(drops, on: self.eventLoop).flatMap { _ in
+                self.redis.send(["SREM", Self.nodeUsersKey(node)] + users).map { _ in () }
+            }
+        }
     }
 
     /// States this node's sockets per user again, replacing what the directory had of it.
-    @discardableResult
-    package func restateUsers(_ counts: [String: Int]) -> EventLoopFuture<RESPValue> {
-        var args = ["EVAL", DirectoryScripts.restateNode, "1", Self.nodeUsersKey(nodeID), nodeID, String(Self.lastSeenRetentionMs)]
-        for (user, n) in counts.sorted(by: { $0.key < $1.key }) where n > 0 {
-            args.append(user)
-            args.append(String(n))
+    ///
+    /// Under `statedUsers`' lock (so the connects and disconnects after it are sent after it):
+    /// the users this node had stated and no longer has are dropped, the ones it has are set.
+    /// Then the node's set in Redis is read, and users in it that this node does not hold at
+    /// that moment (left from an earlier run under the same node id) are dropped, under the
+    /// lock again: a user connecting meanwhile is in `statedUsers` and stays.
+    package func restateUsers(_ counts: [String: Int]) {
+        let node = nodeID
+        let keep = counts.filter { $0.value > 0 }
+        statedUsers.withLockedValue { stated in
+            let gone = stated.subtracting(keep.keys).sorted()
+            for user in gone {
+                send(Self.dropNodeCommand(node: node, user: user, rooms: false), "directory")
+            }
+            if !gone.isEmpty { send(["SREM", Self.nodeUsersKey(node)] + gone, "node users") }
+            let users = keep.keys.sorted()
+            if !users.isEmpty { send(["SADD", Self.nodeUsersKey(node)] + users, "node users") }
+            for user in users {
+                send(Self.updateUserCommand(node: node, user: user, devices: keep[user] ?? 0, disconnected: false), "directory")
+            }
+            stated = Set(users)
         }
-        return redis.send(args)
+        redis.send(["SMEMBERS", Self.nodeUsersKey(node)]).whenSuccess { reply in
+            let listed = (reply.elements ?? []).compactMap(\.string)
+            self.statedUsers.withLockedValue { stated in
+                let stale = listed.filter { !stated.contains($0) }
+                for user in stale {
+                    self.send(Self.dropNodeCommand(node: node, user: user, rooms: false), "directory")
+                }
+                if !stale.isEmpty { self.send(["SREM", Self.nodeUsersKey(node)] + stale, "node users") }
+            }
+        }
     }
 }

@@ -1,6 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 import RelayCore
 import RelayRedis
 
@@ -35,6 +36,10 @@ public final class ClusterBus: @unchecked Sendable {
     /// Webhooks: the link to Redis came (back) up (set before `start`).
     package var onLinkRestored: (@Sendable () -> Void)?
     private var heartbeatTask: RepeatedTask?
+    /// The users this node has told the directory it has sockets of (its `relay:node-users`
+    /// set as this node wrote it). Directory writes are sent under this lock, so a restatement
+    /// and the connects and disconnects around it reach Redis in order.
+    package let statedUsers = AuditedLock<Set<String>>([])
 
     package static func roomChannel(_ room: String) -> String { "relay:room:{\(room)}" }
     package static func userChannel(_ user: String) -> String { "relay:user:{\(user)}" }
@@ -86,13 +91,35 @@ public final class ClusterBus: @unchecked Sendable {
 
     // MARK: Presence
 
+    package static func presenceKey(_ room: String) -> String { "relay:presence:{\(room)}" }
+    package static func presenceUsersKey(_ room: String) -> String { "relay:presence-users:{\(room)}" }
+    package static func nodeRoomsKey(_ node: String) -> String { "relay:node-rooms:{\(node)}" }
+    /// The field of `relay:user-rooms:{user}` that `node` owns for `room`.
+    package static func userRoomField(room: String, node: String) -> String { room + "\u{1F}" + node }
+
+    /// The commands of one presence change, in the order they are sent: the node's room set
+    /// first (so a sweep of this node finds the room whatever happens next), the room's script
+    /// (atomic: its before/after), then this node's field of the user's rooms. Each touches one
+    /// slot: the node's, the room's, the user's.
+    package static func presenceCommands(node: String, room: String, user: String, devices: Int) -> (nodeRooms: [String]?, script: [String], userRooms: [String]) {
+        let field = userRoomField(room: room, node: node)
+        return (
+            devices > 0 ? ["SADD", nodeRoomsKey(node), room] : nil,
+            ["EVAL", ClusterScripts.updatePresence, "2", presenceKey(room), presenceUsersKey(room), node, user, String(devices)],
+            devices > 0 ? ["HSET", userRoomsKey(user), field, String(devices)] : ["HDEL", userRoomsKey(user), field]
+        )
+    }
+
     /// Sets this node's device count for `user` in `room`; returns the cluster totals before and
     /// after, and the room's cluster presence.
     package func updatePresence(room: String, user: String, devices: Int) -> EventLoopFuture<PresenceUpdate> {
-        redis.send([
-            "EVAL", ClusterScripts.updatePresence, "4", "relay:presence:{\(room)}", "relay:presence-users:{\(room)}", "relay:node-rooms:\(nodeID)",
-            Self.userRoomsKey(user), nodeID, user, String(devices), room,
-        ]).flatMapThrowing { reply in
+        let commands = Self.presenceCommands(node: nodeID, room: room, user: user, devices: devices)
+        // Pipelined on one connection: Redis runs them in this order.
+        if let add = commands.nodeRooms { redis.send(add).whenFailure { [logger] in Self.log(logger, $0, "node rooms") } }
+        let script = redis.send(commands.script)
+        script.whenFailure { [logger] in Self.log(logger, $0, "presence") }
+        redis.send(commands.userRooms).whenFailure { [logger] in Self.log(logger, $0, "user rooms") }
+        return script.flatMapThrowing { reply in
             guard let items = reply.elements, items.count == 3, let before = items[0].int, let after = items[1].int else {
                 throw RESPError.server("unexpected presence reply")
             }
@@ -100,9 +127,16 @@ public final class ClusterBus: @unchecked Sendable {
         }
     }
 
+    /// Logs a Redis error reply (a refused command, e.g. CROSSSLOT); not a link that is down.
+    package static func log(_ logger: Logger, _ error: any Error, _ what: String) {
+        if case RESPError.server(let message) = error {
+            logger.warning("redis refused a command", metadata: ["what": "\(what)", "error": "\(message)"])
+        }
+    }
+
     /// The room's presence across every node.
     package func presence(room: String) -> EventLoopFuture<[PresenceEntry]> {
-        redis.send(["HGETALL", "relay:presence-users:{\(room)}"]).map(Self.entries)
+        redis.send(["HGETALL", Self.presenceUsersKey(room)]).map(Self.entries)
     }
 
     /// `user → count` from a RESP3 map or a RESP2 flat array, sorted by user.
@@ -139,7 +173,7 @@ public final class ClusterBus: @unchecked Sendable {
 
     private func heartbeat() {
         guard redis.isUp else { return }
-        redis.send(["EVAL", ClusterScripts.heartbeat, "1", Self.nodesKey, nodeID, String(options.nodeTTLMs)]).whenSuccess { [weak self] reply in
+        redis.send(Self.heartbeatCommand(node: nodeID, ttlMs: options.nodeTTLMs)).whenSuccess { [weak self] reply in
             guard let self else { return }
             for dead in (reply.elements ?? []).compactMap(\.string) where dead != self.nodeID {
                 self.claimAndSweep(dead)
@@ -160,19 +194,44 @@ public final class ClusterBus: @unchecked Sendable {
         }
     }
 
+    /// The sweep of one room of a dead node (the room's slot).
+    package static func sweepRoomCommand(node: String, room: String) -> [String] {
+        ["EVAL", ClusterScripts.sweepRoom, "2", presenceKey(room), presenceUsersKey(room), node]
+    }
+
+    package static func heartbeatCommand(node: String, ttlMs: Int64) -> [String] {
+        ["EVAL", ClusterScripts.heartbeat, "1", nodesKey, node, String(ttlMs)]
+    }
+
     /// Removes every presence entry of `node`; returns (room, user) pairs gone from the cluster.
+    /// Per room (one slot each, pipelined): the room's script, then the node's field of each of
+    /// its users' rooms; then the swept rooms leave the node's set, then its users are swept.
+    /// Only the sweeper writes a dead node's keys, so the steps need not be one transaction.
     package func sweep(node: String) -> EventLoopFuture<[(String, String)]> {
-        redis.send(["SMEMBERS", "relay:node-rooms:\(node)"]).flatMap { reply in
+        redis.send(["SMEMBERS", Self.nodeRoomsKey(node)]).flatMap { reply in
             let rooms = (reply.elements ?? []).compactMap(\.string)
             let futures = rooms.map { room in
-                self.redis.send(["EVAL", ClusterScripts.sweepRoom, "2", "relay:presence:{\(room)}", "relay:presence-users:{\(room)}", node, room])
-                    .map { r in (r.elements ?? []).compactMap(\.string).map { (room, $0) } }
+                self.redis.send(Self.sweepRoomCommand(node: node, room: room)).map { r -> [(String, String)] in
+                    let items = r.elements ?? []
+                    var gone: [(String, String)] = []
+                    var i = 0
+                    while i + 1 < items.count {
+                        if let user = items[i].string {
+                            self.redis.send(["HDEL", Self.userRoomsKey(user), Self.userRoomField(room: room, node: node)])
+                                .whenFailure { [logger = self.logger] in Self.log(logger, $0, "user rooms") }
+                            if items[i + 1].int == 1 { gone.append((room, user)) }
+                        }
+                        i += 2
+                    }
+                    return gone
+                }
             }
-            return EventLoopFuture.whenAllSucceed(futures, on: self.eventLoop).map { $0.flatMap { $0 } }
+            return EventLoopFuture.whenAllSucceed(futures, on: self.eventLoop).flatMap { gone in
+                let done = rooms.isEmpty ? self.eventLoop.makeSucceededFuture(RESPValue.integer(0)) : self.redis.send(["SREM", Self.nodeRoomsKey(node)] + rooms)
+                return done.map { _ in gone.flatMap { $0 } }
+            }
         }.flatMap { gone in
-            self.redis.send(["DEL", "relay:node-rooms:\(node)"]).flatMap { _ in
-                self.sweepUsers(node: node)
-            }.flatMap { _ in
+            self.sweepUsers(node: node).flatMap { _ in
                 self.redis.send(["ZREM", Self.nodesKey, node])
             }.map { _ in gone }
         }

@@ -1,10 +1,13 @@
-/// The Lua scripts of the cluster's user directory (each runs atomically): who is online on
-/// which node, and when each user last disconnected, for the presence API and emit answers.
+/// The Lua scripts of the cluster's user directory (each runs atomically, on the keys of one
+/// user's hash slot: Redis Cluster safe; no script names a key it is not given): who is online
+/// on which node, and when each user last disconnected, for the presence API and emit answers.
 ///
 /// Keys: `relay:directory:{user}` (hash: `n:<node>` → the user's sockets on that node, `seen` →
 /// the last disconnect, ms, Redis time; it expires `retention` ms after the user's last socket
-/// anywhere went away), `relay:node-users:<node>` (set of users a node has sockets of, for the
-/// sweep of a dead node). A user's rooms are `relay:user-rooms:{user}` (ClusterScripts).
+/// anywhere went away), `relay:node-users:{node}` (set of users a node has sockets of, for the
+/// sweep of a dead node: written only by that node and by the sweeper, with plain SADD/SREM,
+/// SADD before the user's script, SREM after it). A user's rooms are
+/// `relay:user-rooms:{user}` (ClusterScripts), in the user's slot too.
 package enum DirectoryScripts {
     /// The Lua helpers every script starts with: Redis's clock in ms, recording a disconnect,
     /// and keeping (or letting expire) a user's key by whether a node still has their sockets.
@@ -29,76 +32,33 @@ package enum DirectoryScripts {
 
         """
 
-    /// KEYS: directory, node-users. ARGV: node, user, sockets on the node, '1' for a disconnect,
-    /// retention ms.
+    /// KEYS: directory. ARGV: node, sockets on the node, '1' for a disconnect, retention ms.
     package static let updateUser = prelude + """
         local field = 'n:' .. ARGV[1]
-        local n = tonumber(ARGV[3])
+        local n = tonumber(ARGV[2])
         if n > 0 then
           redis.call('HSET', KEYS[1], field, n)
-          redis.call('SADD', KEYS[2], ARGV[2])
         else
           redis.call('HDEL', KEYS[1], field)
-          redis.call('SREM', KEYS[2], ARGV[2])
         end
-        if ARGV[4] == '1' then seen(KEYS[1], nowMs()) end
-        settle(KEYS[1], ARGV[5])
+        if ARGV[3] == '1' then seen(KEYS[1], nowMs()) end
+        settle(KEYS[1], ARGV[4])
         return 1
         """
 
-    /// KEYS: the users' directory keys. Returns {sockets on all nodes, last seen or -1} per key.
-    package static let readUsers = """
-        local out = {}
-        for i, k in ipairs(KEYS) do
-          local devices, last = 0, -1
-          local all = redis.call('HGETALL', k)
-          for j = 1, #all, 2 do
-            if all[j] == 'seen' then
-              last = tonumber(all[j + 1])
-            elseif string.sub(all[j], 1, 2) == 'n:' then
-              devices = devices + tonumber(all[j + 1])
-            end
-          end
-          out[i] = {devices, last}
-        end
-        return out
-        """
-
-    /// A dead node's sockets are gone: KEYS: its node-users set. ARGV: node, retention ms. Its
-    /// users' directory keys are named here, one per user; their last seen becomes now.
-    package static let sweepUsers = prelude + """
+    /// A node's sockets of one user are gone (a dead node's sweep, or a restatement that no
+    /// longer has the user). KEYS: directory, user-rooms (one user). ARGV: node, retention ms,
+    /// '1' to drop the node's `room\u{1F}node` fields of the user's rooms too. The user's last
+    /// seen becomes now when the node had sockets.
+    package static let dropNode = prelude + """
         local field = 'n:' .. ARGV[1]
-        local now = nowMs()
-        for _, user in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-          local k = 'relay:directory:{' .. user .. '}'
-          if redis.call('HDEL', k, field) == 1 then seen(k, now) end
-          settle(k, ARGV[2])
-        end
-        redis.call('DEL', KEYS[1])
-        return 1
-        """
-
-    /// This node states its sockets per user again (after Redis came back): KEYS: its
-    /// node-users set. ARGV: node, retention ms, then user, count pairs. Users it had and no
-    /// longer has are removed (last seen: now; they left while Redis could not be told).
-    package static let restateNode = prelude + """
-        local field = 'n:' .. ARGV[1]
-        local keep = {}
-        for i = 3, #ARGV, 2 do keep[ARGV[i]] = true end
-        local now = nowMs()
-        for _, user in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-          if not keep[user] then
-            local k = 'relay:directory:{' .. user .. '}'
-            if redis.call('HDEL', k, field) == 1 then seen(k, now) end
-            settle(k, ARGV[2])
-            redis.call('SREM', KEYS[1], user)
+        if redis.call('HDEL', KEYS[1], field) == 1 then seen(KEYS[1], nowMs()) end
+        settle(KEYS[1], ARGV[2])
+        if ARGV[3] == '1' then
+          local suffix = '\\31' .. ARGV[1]
+          for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
+            if #f > #suffix and string.sub(f, -#suffix) == suffix then redis.call('HDEL', KEYS[2], f) end
           end
-        end
-        for i = 3, #ARGV, 2 do
-          local k = 'relay:directory:{' .. ARGV[i] .. '}'
-          redis.call('HSET', k, field, ARGV[i + 1])
-          redis.call('SADD', KEYS[1], ARGV[i])
-          redis.call('PERSIST', k)
         end
         return 1
         """

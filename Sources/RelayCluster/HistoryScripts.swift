@@ -1,12 +1,15 @@
-/// The Lua scripts of Redis history (each runs atomically).
+/// The Lua scripts of Redis history (each runs atomically, on one key: Redis Cluster safe).
 ///
-/// Keys: `relay:history:{r:<room>}` / `relay:history:{u:<user>}` (a stream per room or user:
-/// field `e` is the cluster envelope), `relay:history-gap` (ms: recovery across this instant is
-/// refused, written after this node could not store events).
+/// Keys: `relay:history:r:{<room>}` / `relay:history:u:{<user>}` (a stream per room or user:
+/// field `e` is the cluster envelope; tagged like the stream's channel `relay:room:{<room>}` /
+/// `relay:user:{<user>}`, so the publish script's XADD and SPUBLISH are in one slot),
+/// `relay:history-gap` (ms: recovery across this instant is refused, written after this node
+/// could not store events; read by `RedisBroker` with its own GET, pipelined with `read`).
 package enum HistoryScripts {
     /// XADD the envelope (trimmed by count and age, expiring when idle), then publish
     /// `<id>\n<envelope>` on the stream's channel. Returns the id.
-    /// KEYS[1] stream; ARGV: channel, maxlen, max age ms, publish command, envelope.
+    /// KEYS[1] stream; ARGV: channel (same tag as the stream), maxlen, max age ms, publish
+    /// command, envelope.
     package static let publish = """
         local id = redis.call('XADD', KEYS[1], 'MAXLEN', '=', ARGV[2], '*', 'e', ARGV[5])
         local t = redis.call('TIME')
@@ -19,15 +22,10 @@ package enum HistoryScripts {
 
     /// The events after ARGV[1], at most ARGV[2], if the stream reaches back to it.
     /// Returns {0, head, {{id, {'e', envelope}}, …}, more} or {1} (unavailable).
-    /// KEYS[1] stream, KEYS[2] gap marker.
+    /// KEYS[1] stream. (The gap marker is applied by the caller.)
     package static let read = """
         local from = ARGV[1]
         local count = tonumber(ARGV[2])
-        local gap = tonumber(redis.call('GET', KEYS[2]) or '0')
-        local ms = tonumber(string.match(from, '^(%d+)-')) or 0
-        -- Nothing recovers across a time some node could not store (0-0 included: while the
-        -- marker lives, the start of a stream is not known to be complete).
-        if gap > 0 and ms <= gap then return {1} end
         if redis.call('EXISTS', KEYS[1]) == 0 then
           if from == '0-0' then return {0, '0-0', {}, 0} end
           return {1}

@@ -13,6 +13,11 @@ import RelayRedis
 ///
 /// Redis down: events are delivered on this node only, without an offset, and the instant is
 /// recorded in Redis when it returns (`relay:history-gap`), so no recovery reaches across it.
+///
+/// Redis Cluster: a stream's history (`relay:history:r:{room}` / `relay:history:u:{user}`) has
+/// its channel's tag (`relay:room:{room}` / `relay:user:{user}`), so the publish script's write
+/// and publication are in one slot; the gap marker is read with its own GET, pipelined with
+/// the history read, and applied here.
 public final class RedisBroker: Broker {
     package let bus: ClusterBus
     public let limits: HistoryLimits
@@ -53,7 +58,36 @@ public final class RedisBroker: Broker {
         }
     }
 
-    package static func historyKey(_ stream: StreamKey) -> String { "relay:history:{\(stream.name)}" }
+    /// A stream's history, in its channel's slot: the tag is the room or user, as in
+    /// `relay:room:{room}` / `relay:user:{user}` (the publish script writes one and publishes on
+    /// the other).
+    package static func historyKey(_ stream: StreamKey) -> String {
+        switch stream {
+        case .room(let room): return "relay:history:r:{\(room)}"
+        case .user(let user): return "relay:history:u:{\(user)}"
+        }
+    }
+
+    /// The publish script's arguments before the envelope (appended as raw bytes).
+    package static func publishCommand(_ stream: StreamKey, limits: HistoryLimits, sharded: Bool) -> [String] {
+        ["EVAL", HistoryScripts.publish, "1", historyKey(stream), channel(stream), String(limits.maxEvents), String(limits.maxAgeMs), sharded ? "SPUBLISH" : "PUBLISH"]
+    }
+
+    package static func readCommand(_ stream: StreamKey, after offset: StreamOffset, limit: Int) -> [String] {
+        ["EVAL", HistoryScripts.read, "1", historyKey(stream), offset.description, String(max(1, limit))]
+    }
+
+    package static func headCommand(_ stream: StreamKey) -> [String] {
+        ["EVAL", HistoryScripts.head, "1", historyKey(stream)]
+    }
+
+    /// Raises the gap marker to ARGV[1] (ms), expiring after ARGV[2] ms.
+    package static let recordGapScript =
+        "local v = tonumber(redis.call('GET', KEYS[1]) or '0'); if tonumber(ARGV[1]) > v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end; return 1"
+
+    package static func recordGapCommand(until: Int64, ttlMs: Int64) -> [String] {
+        ["EVAL", recordGapScript, "1", gapKey, String(until), String(max(1, ttlMs))]
+    }
     package static let gapKey = "relay:history-gap"
 
     public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) {
@@ -80,17 +114,13 @@ public final class RedisBroker: Broker {
             deliver(nil)
             return
         }
-        let key = Self.historyKey(stream)
-        let channel = Self.channel(stream)
-        let (maxEvents, maxAge) = (String(limits.maxEvents), String(limits.maxAgeMs))
-        bus.redis.send(
-            { sharded in ["EVAL", HistoryScripts.publish, "1", key, channel, maxEvents, maxAge, sharded ? "SPUBLISH" : "PUBLISH"] },
-            payload: envelope
-        ).whenComplete { result in
+        let limits = self.limits
+        bus.redis.send({ sharded in Self.publishCommand(stream, limits: limits, sharded: sharded) }, payload: envelope).whenComplete { result in
             // Stored and published: this node's sockets get it from the channel, in stream order
             // with every other node's events (a reply and a publication on two connections would
             // not keep that order).
             if case .success(let reply) = result, reply.string.flatMap({ StreamOffset(id: $0) }) != nil { return }
+            if case .failure(let error) = result { ClusterBus.log(self.bus.logger, error, "history publish") }
             self.storeFailed()
             self.bus.metrics.degraded.increment()
             deliver(nil)
@@ -106,14 +136,13 @@ public final class RedisBroker: Broker {
     private func recordGap() {
         guard gapSince.withLockedValue({ $0 }) != nil else { return }
         let until = wallMs()
-        let script = "local v = tonumber(redis.call('GET', KEYS[1]) or '0'); if tonumber(ARGV[1]) > v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end; return 1"
-        bus.redis.send(["EVAL", script, "1", Self.gapKey, String(until), String(max(1, limits.maxAgeMs * 2))])
+        bus.redis.send(Self.recordGapCommand(until: until, ttlMs: limits.maxAgeMs * 2))
             .whenSuccess { _ in self.gapSince.withLockedValue { $0 = nil } }
     }
 
     public func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> {
         guard keepsHistory else { return loop.makeSucceededFuture(.zero) }
-        return bus.redis.send(["EVAL", HistoryScripts.head, "1", Self.historyKey(stream)])
+        return bus.redis.send(Self.headCommand(stream))
             .map { $0.string.flatMap { StreamOffset(id: $0) } ?? .zero }
             .recover { _ in .zero }
             .hop(to: loop)
@@ -123,8 +152,16 @@ public final class RedisBroker: Broker {
         -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
     {
         guard keepsHistory else { return loop.makeSucceededFuture(.failure(.unavailable)) }
-        return bus.redis.send(["EVAL", HistoryScripts.read, "2", Self.historyKey(stream), Self.gapKey, offset.description, String(max(1, limit))])
-            .map { reply -> Result<HistoryPage<Publication>, HistoryError> in
+        // The gap marker (its own slot) is read beside the stream, pipelined: nothing recovers
+        // across a time some node could not store (0-0 included: while the marker lives, the
+        // start of a stream is not known to be complete).
+        let gap = bus.redis.send(["GET", Self.gapKey])
+        let read = bus.redis.send(Self.readCommand(stream, after: offset, limit: limit))
+        return gap.and(read)
+            .always { [logger = bus.logger] in if case .failure(let error) = $0 { ClusterBus.log(logger, error, "history read") } }
+            .map { gapReply, reply -> Result<HistoryPage<Publication>, HistoryError> in
+                guard let marker = Self.gapMs(gapReply) else { return .failure(.storeDown) }
+                if marker > 0 && offset.ms <= marker { return .failure(.unavailable) }
                 guard let items = reply.elements, let status = items.first?.int else { return .failure(.storeDown) }
                 guard status == 0, items.count == 4, let head = items[1].string.flatMap({ StreamOffset(id: $0) }) else { return .failure(.unavailable) }
                 var entries: [(offset: StreamOffset, item: Publication)] = []
@@ -147,6 +184,12 @@ public final class RedisBroker: Broker {
             }
             .recover { _ in .failure(.storeDown) }
             .hop(to: loop)
+    }
+
+    /// The gap marker's value in ms (0 when there is none); nil when it is not a number.
+    package static func gapMs(_ reply: RESPValue) -> UInt64? {
+        if case .null = reply { return 0 }
+        return reply.string.flatMap { UInt64($0) }
     }
 
     /// A publication from another node: `<id>\n<envelope>` for recoverable events.

@@ -13,7 +13,7 @@ import RelayRedis
 /// or loses its last socket of a user (member of a room), and `clientEvent` for allow-listed
 /// client events. Each call is O(1) and does no I/O: on one node it decides at once (this node
 /// is the cluster) and enqueues the event; in a cluster it hands the change to Redis, where
-/// `WebhookScripts.setPresent` decides atomically across nodes, and the one node that sees the
+/// `WebhookScripts.setPresent` decides atomically across nodes (on the member's own key, one slot), and the one node that sees the
 /// count go 0 → 1 or 1 → 0 enqueues the event. A dead node's users and rooms are swept by the
 /// node that claims its sweep (`ClusterBus`), each exactly once.
 public final class Webhooks: Sendable {
@@ -119,9 +119,12 @@ public final class Webhooks: Sendable {
 
     /// Tells Redis; the answer says whether this node saw the cluster-wide first or last.
     private func send(_ kind: Kind, _ name: String, present: Bool, bus: ClusterBus) {
-        let node = bus.nodeID
-        let (key, set) = kind == .user ? (WebhookScripts.userKey(name), WebhookScripts.nodeUsers(node)) : (WebhookScripts.roomKey(name), WebhookScripts.nodeRooms(node))
-        bus.redis.send(["EVAL", WebhookScripts.setPresent, "2", key, set, node, name, present ? "1" : "0"]).whenComplete { result in
+        let commands = WebhookScripts.setPresentCommands(kind, name, node: bus.nodeID, present: present)
+        // Pipelined on one connection, in this order (see WebhookScripts).
+        if let before = commands.before { bus.redis.send(before).whenFailure { [logger] in ClusterBus.log(logger, $0, "webhook node set") } }
+        let script = bus.redis.send(commands.script)
+        if let after = commands.after { bus.redis.send(after).whenFailure { [logger] in ClusterBus.log(logger, $0, "webhook node set") } }
+        script.whenComplete { result in
             switch result {
             case .success(let reply):
                 guard let items = reply.elements, items.count == 4, let before = items[0].int, let after = items[1].int,
@@ -135,7 +138,8 @@ public final class Webhooks: Sendable {
                 } else if before > 0 && after == 0 {
                     self.enqueue(kind, name, present: false, onlineMs: now - since, ts: now)
                 }
-            case .failure:
+            case .failure(let error):
+                ClusterBus.log(self.logger, error, "webhook presence")
                 // Restated (with whatever this node then holds) when the link is back.
                 self.state.withLockedValue { s in
                     switch kind {
@@ -193,22 +197,28 @@ public final class Webhooks: Sendable {
         return sweepSet(.user, node: node, bus: bus, announce: announce).and(sweepSet(.room, node: node, bus: bus, announce: announce)).map { _ in () }
     }
 
+    /// Up to `sweepChunk` members of the node's set at a time: one script per member (each in
+    /// its own slot, pipelined), then they leave the set; until the set is empty. A member is
+    /// removed from the set only after its script ran, so a sweep cut short is taken up again
+    /// (the script is idempotent: a node that no longer holds the member changes nothing).
     private func sweepSet(_ kind: Kind, node: String, bus: ClusterBus, announce: Bool) -> EventLoopFuture<Void> {
-        let set = kind == .user ? WebhookScripts.nodeUsers(node) : WebhookScripts.nodeRooms(node)
-        let prefix = kind == .user ? WebhookScripts.userKeyPrefix : WebhookScripts.roomKeyPrefix
-        return bus.redis.send(["EVAL", WebhookScripts.sweepChunk, "1", set, node, prefix, String(Self.sweepChunk)]).flatMap { reply in
-            var items = reply.elements ?? []
-            let left = items.popLast()?.int ?? 0
-            let now = self.clock.wallMs()
-            var i = 0
-            while i + 1 < items.count {
-                if announce, let name = items[i].string, let ms = items[i + 1].int {
-                    self.enqueue(kind, name, present: false, onlineMs: ms, ts: now)
+        let set = WebhookScripts.nodeSet(kind, node)
+        return bus.redis.send(["SRANDMEMBER", set, String(Self.sweepChunk)]).flatMap { reply in
+            let members = (reply.elements ?? []).compactMap(\.string)
+            guard !members.isEmpty else { return bus.redis.eventLoop.makeSucceededVoidFuture() }
+            let sweeps = members.map { name in
+                bus.redis.send(WebhookScripts.sweepMemberCommand(kind, name, node: node)).map { reply -> (String, Int64)? in
+                    guard let items = reply.elements, items.count == 2, items[0].int == 1, let ms = items[1].int else { return nil }
+                    return (name, ms)
                 }
-                i += 2
             }
-            if left > 0 { return self.sweepSet(kind, node: node, bus: bus, announce: announce) }
-            return bus.redis.eventLoop.makeSucceededVoidFuture()
+            return EventLoopFuture.whenAllSucceed(sweeps, on: bus.redis.eventLoop).flatMap { gone in
+                let now = self.clock.wallMs()
+                if announce {
+                    for case let (name, ms)? in gone { self.enqueue(kind, name, present: false, onlineMs: ms, ts: now) }
+                }
+                return bus.redis.send(["SREM", set] + members).flatMap { _ in self.sweepSet(kind, node: node, bus: bus, announce: announce) }
+            }
         }
     }
 
