@@ -236,7 +236,7 @@ def test_redis_shape_kubernetes_manifests_match_the_api_schemas(shape):
         assert sets["redis-cluster"]["spec"]["replicas"] == 6
         assert "Job" in kinds
     else:
-        assert sets["redis"]["spec"]["replicas"] == 3
+        assert sets["redis-node"]["spec"]["replicas"] == 3
         assert sets["redis-sentinel"]["spec"]["replicas"] == 3
 
 
