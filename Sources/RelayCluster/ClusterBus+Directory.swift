@@ -10,9 +10,9 @@ import RelayRedis
 /// before a user's script, SREM after, so a sweep that finds the set finds every user the node
 /// may have sockets of. Only this node (and the sweeper of a dead node) writes its set.
 extension ClusterBus {
-    package static func directoryKey(_ user: String) -> String { "relay:directory:{\(user)}" }
-    package static func userRoomsKey(_ user: String) -> String { "relay:user-rooms:{\(user)}" }
-    package static func nodeUsersKey(_ node: String) -> String { "relay:node-users:{\(node)}" }
+    package static func directoryKey(_ user: String) -> String { "relay:directory:" + tag(user) }
+    package static func userRoomsKey(_ user: String) -> String { "relay:user-rooms:" + tag(user) }
+    package static func nodeUsersKey(_ node: String) -> String { "relay:node-users:" + tag(node) }
     /// How long a user's last seen is kept after their last socket went away.
     package static let lastSeenRetentionMs = LastSeenBook.defaultRetentionMs
 

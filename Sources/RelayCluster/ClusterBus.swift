@@ -41,8 +41,22 @@ public final class ClusterBus: @unchecked Sendable {
     /// and the connects and disconnects around it reach Redis in order.
     package let statedUsers = AuditedLock<Set<String>>([])
 
-    package static func roomChannel(_ room: String) -> String { "relay:room:{\(room)}" }
-    package static func userChannel(_ user: String) -> String { "relay:user:{\(user)}" }
+    /// `{name}`: the hash tag of a room's, user's or node's keys and channel (Redis Cluster puts
+    /// keys with one tag in one slot). A name that starts with `}` would make the tag empty (the
+    /// whole key hashed): it gets a U+001F first (no valid name has one, so no two names meet).
+    package static func tag(_ name: String) -> String {
+        name.hasPrefix("}") ? "{\u{1F}" + name + "}" : "{" + name + "}"
+    }
+
+    /// The name inside a `tag`: nil when `tagged` is not one.
+    package static func untag(_ tagged: Substring) -> String? {
+        guard tagged.hasPrefix("{"), tagged.hasSuffix("}"), tagged.count >= 2 else { return nil }
+        let inner = tagged.dropFirst().dropLast()
+        return String(inner.hasPrefix("\u{1F}}") ? inner.dropFirst() : inner)
+    }
+
+    package static func roomChannel(_ room: String) -> String { "relay:room:" + tag(room) }
+    package static func userChannel(_ user: String) -> String { "relay:user:" + tag(user) }
     package static let nodesKey = "relay:nodes"
 
     public init(nodeID: String, redis: RedisClient, options: Options = Options(), metrics: ClusterMetrics, logger: Logger) {
@@ -91,9 +105,9 @@ public final class ClusterBus: @unchecked Sendable {
 
     // MARK: Presence
 
-    package static func presenceKey(_ room: String) -> String { "relay:presence:{\(room)}" }
-    package static func presenceUsersKey(_ room: String) -> String { "relay:presence-users:{\(room)}" }
-    package static func nodeRoomsKey(_ node: String) -> String { "relay:node-rooms:{\(node)}" }
+    package static func presenceKey(_ room: String) -> String { "relay:presence:" + tag(room) }
+    package static func presenceUsersKey(_ room: String) -> String { "relay:presence-users:" + tag(room) }
+    package static func nodeRoomsKey(_ node: String) -> String { "relay:node-rooms:" + tag(node) }
     /// The field of `relay:user-rooms:{user}` that `node` owns for `room`.
     package static func userRoomField(room: String, node: String) -> String { room + "\u{1F}" + node }
 

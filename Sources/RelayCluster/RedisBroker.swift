@@ -63,8 +63,8 @@ public final class RedisBroker: Broker {
     /// the other).
     package static func historyKey(_ stream: StreamKey) -> String {
         switch stream {
-        case .room(let room): return "relay:history:r:{\(room)}"
-        case .user(let user): return "relay:history:u:{\(user)}"
+        case .room(let room): return "relay:history:r:" + ClusterBus.tag(room)
+        case .user(let user): return "relay:history:u:" + ClusterBus.tag(user)
         }
     }
 
@@ -218,11 +218,11 @@ public final class RedisBroker: Broker {
     }
 
     package static func stream(ofChannel channel: String) -> StreamKey? {
-        if channel.hasPrefix("relay:room:{"), channel.hasSuffix("}") {
-            return .room(String(channel.dropFirst("relay:room:{".count).dropLast()))
+        if channel.hasPrefix("relay:room:"), let room = ClusterBus.untag(channel.dropFirst("relay:room:".count)) {
+            return .room(room)
         }
-        if channel.hasPrefix("relay:user:{"), channel.hasSuffix("}") {
-            return .user(String(channel.dropFirst("relay:user:{".count).dropLast()))
+        if channel.hasPrefix("relay:user:"), let user = ClusterBus.untag(channel.dropFirst("relay:user:".count)) {
+            return .user(user)
         }
         return nil
     }

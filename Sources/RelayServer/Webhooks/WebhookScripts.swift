@@ -1,3 +1,5 @@
+import RelayCluster
+
 /// The Lua scripts that decide, cluster-wide and atomically, which node sends a user's (or a
 /// room's) first/last webhook (docs/PROTOCOL.md §13). Each runs atomically in Redis on one
 /// key (Redis Cluster safe; no script names a key it is not given); exactly one call sees a
@@ -10,10 +12,10 @@
 /// only by that node and by its sweeper, with plain SADD before the member's script when it
 /// becomes present and SREM after it when it is gone, so a sweep never misses a member).
 enum WebhookScripts {
-    static func userKey(_ user: String) -> String { "relay:wh:user:{\(user)}" }
-    static func roomKey(_ room: String) -> String { "relay:wh:room:{\(room)}" }
-    static func nodeUsers(_ node: String) -> String { "relay:wh:node-users:{\(node)}" }
-    static func nodeRooms(_ node: String) -> String { "relay:wh:node-rooms:{\(node)}" }
+    static func userKey(_ user: String) -> String { "relay:wh:user:" + ClusterBus.tag(user) }
+    static func roomKey(_ room: String) -> String { "relay:wh:room:" + ClusterBus.tag(room) }
+    static func nodeUsers(_ node: String) -> String { "relay:wh:node-users:" + ClusterBus.tag(node) }
+    static func nodeRooms(_ node: String) -> String { "relay:wh:node-rooms:" + ClusterBus.tag(node) }
 
     /// KEYS: the hash. ARGV: node, 1 (present) or 0 (gone).
     /// Returns {before, after, since, now}: nodes holding the member before and after, when it

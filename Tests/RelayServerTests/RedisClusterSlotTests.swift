@@ -1,0 +1,155 @@
+import Foundation
+import RelayCore
+import RelayRedis
+import XCTest
+
+@testable import RelayCluster
+@testable import RelayServer
+
+/// Redis Cluster safety (#31): every EVAL the relay sends declares all the keys it touches,
+/// and they share one hash slot; no script builds a key name; a script that publishes does so
+/// on a channel in its keys' slot. Checked on the commands each call site sends (their
+/// builders), for ordinary names and for names that play with braces.
+final class RedisClusterSlotTests: XCTestCase {
+    /// Rooms, users and node ids, including ones whose braces move or empty a hash tag.
+    let names = ["conversation:1", "bob", "node-a", "a{b}c", "}x", "{}", "x}", "{", "é ü", "room:{tag}"]
+
+    /// The declared keys of an EVAL (`EVAL script numkeys key… arg…`).
+    func keys(of command: [String], file: StaticString = #filePath, line: UInt = #line) -> [String] {
+        XCTAssertEqual(command.first, "EVAL", file: file, line: line)
+        guard command.count >= 3, let n = Int(command[2]), command.count >= 3 + n else {
+            XCTFail("malformed EVAL: \(command.prefix(3))", file: file, line: line)
+            return []
+        }
+        return Array(command[3..<(3 + n)])
+    }
+
+    /// The slot all `keys` share (fails when they do not).
+    @discardableResult
+    func oneSlot(_ keys: [String], _ what: String, file: StaticString = #filePath, line: UInt = #line) -> Int? {
+        XCTAssertFalse(keys.isEmpty, "\(what): an EVAL without keys", file: file, line: line)
+        let slots = Set(keys.map { RedisHashSlot.slot(of: $0) })
+        XCTAssertEqual(slots.count, 1, "\(what): keys in several slots: \(keys)", file: file, line: line)
+        return slots.first
+    }
+
+    func testPresenceStepsEachTouchOneSlot() {
+        for room in names {
+            for user in names {
+                let c = ClusterBus.presenceCommands(node: "node-a", room: room, user: user, devices: 2)
+                oneSlot(keys(of: c.script), "updatePresence \(room) \(user)")
+                XCTAssertEqual(RedisHashSlot.slot(of: keys(of: c.script)[0]), RedisHashSlot.slot(of: ClusterBus.roomChannel(room)), "the room's keys are in its channel's slot")
+                XCTAssertEqual(c.nodeRooms?[1], ClusterBus.nodeRoomsKey("node-a"))
+                XCTAssertEqual(c.userRooms[1], ClusterBus.userRoomsKey(user))
+                XCTAssertEqual(c.userRooms[0], "HSET")
+                let gone = ClusterBus.presenceCommands(node: "node-a", room: room, user: user, devices: 0)
+                XCTAssertNil(gone.nodeRooms)
+                XCTAssertEqual(gone.userRooms[0], "HDEL")
+                XCTAssertEqual(ClusterBus.room(ofUserRoomField: ClusterBus.userRoomField(room: room, node: "node-a")), room)
+            }
+            oneSlot(keys(of: ClusterBus.sweepRoomCommand(node: "node-b", room: room)), "sweepRoom \(room)")
+        }
+        oneSlot(keys(of: ClusterBus.heartbeatCommand(node: "node-a", ttlMs: 6_000)), "heartbeat")
+    }
+
+    func testDirectoryScriptsTouchOneUsersSlot() {
+        for user in names {
+            for node in names {
+                let update = keys(of: ClusterBus.updateUserCommand(node: node, user: user, devices: 1, disconnected: false))
+                let drop = keys(of: ClusterBus.dropNodeCommand(node: node, user: user, rooms: true))
+                XCTAssertEqual(oneSlot(update, "updateUser"), oneSlot(drop, "dropNode"))
+                XCTAssertEqual(drop, [ClusterBus.directoryKey(user), ClusterBus.userRoomsKey(user)])
+            }
+        }
+    }
+
+    func testHistoryStreamsShareTheirChannelsSlot() {
+        let limits = HistoryLimits()
+        for name in names {
+            for stream in [StreamKey.room(name), .user(name)] {
+                for sharded in [true, false] {
+                    let publish = RedisBroker.publishCommand(stream, limits: limits, sharded: sharded)
+                    let slot = oneSlot(keys(of: publish), "publish \(stream)")
+                    XCTAssertEqual(publish[4], RedisBroker.channel(stream), "ARGV[1] is the channel")
+                    XCTAssertEqual(slot, RedisHashSlot.slot(of: RedisBroker.channel(stream)), "the stream publishes in its own slot: \(stream)")
+                }
+                oneSlot(keys(of: RedisBroker.readCommand(stream, after: .zero, limit: 10)), "read")
+                oneSlot(keys(of: RedisBroker.headCommand(stream)), "head")
+                XCTAssertEqual(RedisBroker.stream(ofChannel: RedisBroker.channel(stream)), stream, "a channel names its stream back")
+            }
+            XCTAssertNotEqual(RedisBroker.historyKey(.room(name)), RedisBroker.historyKey(.user(name)))
+        }
+        oneSlot(keys(of: RedisBroker.recordGapCommand(until: 5, ttlMs: 10)), "gap")
+    }
+
+    func testKeptSessionScriptsTouchOneKey() {
+        for user in names {
+            let record = KeptSession(pid: "pid-\(user)", socketSID: "sid", userID: user, rooms: [], log: RecoveryLog(), disconnectedAtMs: 1)
+            let put = RedisKeptSessionStore.putCommands(record, windowMs: 1_000, maxPerUser: 4)
+            XCTAssertEqual(put.record[1], RedisKeptSessionStore.key(record.pid))
+            XCTAssertEqual(keys(of: put.list), [RedisKeptSessionStore.userKey(user)])
+            XCTAssertEqual(keys(of: RedisKeptSessionStore.takeCommand(pid: record.pid, user: user)), [RedisKeptSessionStore.key(record.pid)])
+        }
+    }
+
+    func testWebhookScriptsTouchOneKey() {
+        for name in names {
+            for kind in [Webhooks.Kind.user, .room] {
+                for present in [true, false] {
+                    let c = WebhookScripts.setPresentCommands(kind, name, node: "node-a", present: present)
+                    XCTAssertEqual(keys(of: c.script), [WebhookScripts.memberKey(kind, name)])
+                    XCTAssertEqual((c.before ?? c.after)?[1], WebhookScripts.nodeSet(kind, "node-a"))
+                    XCTAssertEqual(c.before == nil, !present, "the node's set is added to before, removed from after")
+                }
+                XCTAssertEqual(keys(of: WebhookScripts.sweepMemberCommand(kind, name, node: "node-b")), [WebhookScripts.memberKey(kind, name)])
+            }
+        }
+    }
+
+    /// Every script: no key name built inside (nothing named `relay:…`), and every command it
+    /// runs names a declared key first (`KEYS[i]`, or `k`: a helper's parameter, given KEYS).
+    func testScriptsNameOnlyDeclaredKeys() throws {
+        let scripts: [(String, String)] = [
+            ("updatePresence", ClusterScripts.updatePresence), ("sweepRoom", ClusterScripts.sweepRoom), ("heartbeat", ClusterScripts.heartbeat),
+            ("updateUser", DirectoryScripts.updateUser), ("dropNode", DirectoryScripts.dropNode),
+            ("publish", HistoryScripts.publish), ("read", HistoryScripts.read), ("head", HistoryScripts.head), ("gap", RedisBroker.recordGapScript),
+            ("list", RedisKeptSessionStore.listScript), ("take", RedisKeptSessionStore.takeScript),
+            ("setPresent", WebhookScripts.setPresent), ("sweepMember", WebhookScripts.sweepMember),
+        ]
+        // A command, its subcommand if any (`XINFO 'STREAM'`), then its first key.
+        let call = try NSRegularExpression(pattern: #"redis\.call\('([A-Z]+)'(?:,\s*'[A-Z]+')?(?:,\s*([^,)]+))?"#)
+        let helper = try NSRegularExpression(pattern: #"\b(seen|settle)\(([^,)]+)"#)
+        for (name, script) in scripts {
+            XCTAssertFalse(script.contains("relay:"), "\(name) builds a key name")
+            let range = NSRange(script.startIndex..., in: script)
+            for m in call.matches(in: script, range: range) {
+                guard let command = Range(m.range(at: 1), in: script).map({ String(script[$0]) }), command != "TIME" else { continue }
+                let first = Range(m.range(at: 2), in: script).map { String(script[$0]) } ?? ""
+                XCTAssertTrue(first.hasPrefix("KEYS[") || first == "k", "\(name): \(command) on \(first), not a declared key")
+            }
+            for m in helper.matches(in: script, range: range) {
+                guard let argument = Range(m.range(at: 2), in: script).map({ String(script[$0]) }), argument != "k" else { continue }
+                XCTAssertTrue(argument.hasPrefix("KEYS["), "\(name): a helper on \(argument)")
+            }
+        }
+    }
+
+    /// Each EVAL the sources send is built by one of the builders above (a new call site must
+    /// be added to this file): the count of `"EVAL"` in the sources is the builders' count.
+    func testEveryEvalCallSiteIsChecked() throws {
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources")
+        var sites: [String] = []
+        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)
+        while let url = files?.nextObject() as? URL {
+            guard url.pathExtension == "swift" else { continue }
+            let text = try String(contentsOf: url, encoding: .utf8)
+            for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() where line.contains("[\"EVAL\"") {
+                sites.append("\(url.lastPathComponent):\(i + 1)")
+            }
+        }
+        // presence, sweepRoom, heartbeat, updateUser, dropNode, publish, read, head, gap,
+        // list, take, setPresent, sweepMember.
+        XCTAssertEqual(sites.count, 13, "EVAL call sites: \(sites.sorted())")
+    }
+}
