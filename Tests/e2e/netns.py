@@ -37,7 +37,7 @@ class NetnsUnavailable(RuntimeError):
 
 
 def ip(*args: str, ns: str | None = None, check: bool = True, timeout: float = 15) -> subprocess.CompletedProcess:
-    argv = [IP, *args] if ns is None else [IP, "netns", "exec", ns, *args]
+    argv = [IP, *args] if ns is None else [IP, "-n", ns, *args]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     if check and out.returncode != 0:
         raise RuntimeError(f"`{' '.join(argv)}` failed ({out.returncode}): {out.stderr.strip() or out.stdout.strip()}")
