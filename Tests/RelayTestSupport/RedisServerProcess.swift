@@ -13,6 +13,9 @@ public final class RedisServerProcess {
         ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
+    /// Added to the command line (e.g. cluster mode).
+    public var extraArguments: [String] = []
+
     public init(port: Int? = nil) throws {
         self.port = try port ?? Self.freePort()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-redis-\(UUID().uuidString)")
@@ -39,7 +42,7 @@ public final class RedisServerProcess {
         }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: binary)
-        p.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory.path, "--protected-mode", "yes"]
+        p.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory.path, "--protected-mode", "yes"] + extraArguments
         let pipe = Pipe()
         p.standardOutput = pipe
         p.standardError = FileHandle.nullDevice
@@ -76,6 +79,9 @@ public final class RedisServerProcess {
         addr.sin_port = UInt16(port).bigEndian
         return withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
     }
+
+    public var directoryPath: String { directory.path }
+    public var isRunning: Bool { process?.isRunning ?? false }
 
     public func kill() {
         guard let p = process, p.isRunning else { return }
