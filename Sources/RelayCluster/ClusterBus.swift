@@ -40,6 +40,8 @@ public final class ClusterBus: @unchecked Sendable {
     /// set as this node wrote it). Directory writes are sent under this lock, so a restatement
     /// and the connects and disconnects around it reach Redis in order.
     package let statedUsers = AuditedLock<Set<String>>([])
+    /// Counts link changes: a wait for Redis to take writes ends when its link is gone.
+    private let linkGeneration = AuditedLock<Int>(0)
 
     /// `{name}`: the hash tag of a room's, user's or node's keys and channel (Redis Cluster puts
     /// keys with one tag in one slot). A name that starts with `}` would make the tag empty (the
@@ -173,25 +175,54 @@ public final class ClusterBus: @unchecked Sendable {
     private func linkChanged(_ up: Bool) {
         metrics.linkUp.set(up ? 1 : 0)
         guard up else {
+            linkGeneration.withLockedValue { $0 += 1 }
             logger.warning("cluster degraded to node-local delivery: Redis is down")
             return
         }
         logger.info("cluster link up", metadata: ["node": "\(nodeID)"])
-        heartbeat()
-        onLinkUp?()
-        // Redis may have restarted empty, or swept this node while it could not beat: state
-        // this node's presence again (users that reappear are announced).
-        onRestatePresence?()
-        onLinkRestored?()
+        let generation = linkGeneration.withLockedValue { g -> Int in
+            g += 1
+            return g
+        }
+        whenWritable(generation, attempt: 0) { [weak self] in
+            guard let self else { return }
+            self.onLinkUp?()
+            // Redis may have restarted empty, or swept this node while it could not beat: state
+            // this node's presence again (users that reappear are announced).
+            self.onRestatePresence?()
+            self.onLinkRestored?()
+        }
+    }
+
+    /// Runs `body` once Redis takes this node's heartbeat: a link can be up while Redis still
+    /// refuses writes (a restarted cluster node answers CLUSTERDOWN for its first seconds, a
+    /// loading one LOADING), and a restatement sent then would be lost. Retried every 100 ms
+    /// while this link (`generation`) lasts.
+    private func whenWritable(_ generation: Int, attempt: Int, _ body: @escaping @Sendable () -> Void) {
+        redis.send(Self.heartbeatCommand(node: nodeID, ttlMs: options.nodeTTLMs)).whenComplete { [weak self] result in
+            guard let self, self.linkGeneration.withLockedValue({ $0 }) == generation, self.redis.isUp else { return }
+            switch result {
+            case .success(let reply):
+                self.sweepDead(reply)
+                body()
+            case .failure(let error):
+                if attempt == 0 { Self.log(self.logger, error, "first heartbeat on a new link (retried)") }
+                self.eventLoop.scheduleTask(in: .milliseconds(100)) { self.whenWritable(generation, attempt: attempt + 1, body) }
+            }
+        }
     }
 
     private func heartbeat() {
         guard redis.isUp else { return }
         redis.send(Self.heartbeatCommand(node: nodeID, ttlMs: options.nodeTTLMs)).whenSuccess { [weak self] reply in
-            guard let self else { return }
-            for dead in (reply.elements ?? []).compactMap(\.string) where dead != self.nodeID {
-                self.claimAndSweep(dead)
-            }
+            self?.sweepDead(reply)
+        }
+    }
+
+    /// The dead nodes a heartbeat answered: each is claimed and swept by one survivor.
+    private func sweepDead(_ reply: RESPValue) {
+        for dead in (reply.elements ?? []).compactMap(\.string) where dead != nodeID {
+            claimAndSweep(dead)
         }
     }
 
