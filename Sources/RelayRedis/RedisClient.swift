@@ -112,11 +112,30 @@ public final class RedisClient: @unchecked Sendable {
     func send(_ bytes: ByteBuffer, slot: Int?) -> EventLoopFuture<RESPValue> {
         eventLoop.flatSubmit {
             let promise = self.eventLoop.makePromise(of: RESPValue.self)
-            let timeout = self.eventLoop.scheduleTask(in: self.options.commandTimeout) { promise.fail(RESPError.unavailable) }
+            let attempt = Attempt()
+            let timeout = self.eventLoop.scheduleTask(in: self.options.commandTimeout) {
+                promise.fail(RESPError.unavailable)
+                self.stalled(attempt.link)
+            }
             promise.futureResult.whenComplete { _ in timeout.cancel() }
-            self.dispatch(bytes, slot: slot, to: nil, asking: false, tries: 0, promise: promise)
+            self.dispatch(bytes, slot: slot, to: nil, asking: false, tries: 0, attempt: attempt, promise: promise)
             return promise.futureResult
         }
+    }
+
+    /// The link a command was last written to (loop-confined, like the client).
+    private final class Attempt: @unchecked Sendable {
+        var link: RedisNodeLink?
+    }
+
+    /// No answer within the command timeout: the path to that server is dead even if TCP has
+    /// not said so (a partition that drops packets, a frozen server). Drop the link, so the
+    /// client looks for the master again and everything is restated when it is back.
+    private func stalled(_ link: RedisNodeLink?) {
+        guard let link, link.isUp, links[link.address] === link else { return }
+        logger.warning("redis command timed out: closing the link", metadata: ["endpoint": "\(link.address)"])
+        link.close()
+        linkClosed(link)
     }
 
     /// Sends one command whose last argument is raw bytes; `args` is given whether sharded pub/sub
@@ -144,17 +163,21 @@ public final class RedisClient: @unchecked Sendable {
     /// At most this many redirects and retries of one command (its timeout bounds them too).
     private static let maxTries = 8
 
-    private func dispatch(_ bytes: ByteBuffer, slot: Int?, to target: RedisEndpoint.Address?, asking: Bool, tries: Int, promise: EventLoopPromise<RESPValue>) {
+    private func dispatch(
+        _ bytes: ByteBuffer, slot: Int?, to target: RedisEndpoint.Address?, asking: Bool, tries: Int, attempt: Attempt, promise: EventLoopPromise<RESPValue>
+    ) {
         guard let address = target ?? route(slot), let link = links[address], link.isUp else {
             promise.fail(RESPError.unavailable)
             return
         }
+        attempt.link = link
         link.send(bytes, asking: asking).whenComplete { result in
+            attempt.link = nil
             switch result {
             case .success(let value):
                 promise.succeed(value)
             case .failure(RESPError.server(let message)) where tries < Self.maxTries:
-                self.redirected(message, bytes: bytes, slot: slot, from: address, tries: tries, promise: promise)
+                self.redirected(message, bytes: bytes, slot: slot, from: address, tries: tries, attempt: attempt, promise: promise)
             case .failure(let error):
                 promise.fail(error)
             }
@@ -167,15 +190,17 @@ public final class RedisClient: @unchecked Sendable {
         return slotMap.masters.first { links[$0]?.isUp == true }
     }
 
-    private func redirected(_ message: String, bytes: ByteBuffer, slot: Int?, from: RedisEndpoint.Address, tries: Int, promise: EventLoopPromise<RESPValue>) {
+    private func redirected(
+        _ message: String, bytes: ByteBuffer, slot: Int?, from: RedisEndpoint.Address, tries: Int, attempt: Attempt, promise: EventLoopPromise<RESPValue>
+    ) {
         if let redirect = RedisRedirect(error: message) {
             switch redirect {
             case .moved(let movedSlot, let address):
                 slotMap.move(slot: movedSlot, to: address)
                 scheduleRefresh(after: .zero)
-                withLink(to: address) { self.dispatch(bytes, slot: slot, to: address, asking: false, tries: tries + 1, promise: promise) }
+                withLink(to: address) { self.dispatch(bytes, slot: slot, to: address, asking: false, tries: tries + 1, attempt: attempt, promise: promise) }
             case .ask(_, let address):
-                withLink(to: address) { self.dispatch(bytes, slot: slot, to: address, asking: true, tries: tries + 1, promise: promise) }
+                withLink(to: address) { self.dispatch(bytes, slot: slot, to: address, asking: true, tries: tries + 1, attempt: attempt, promise: promise) }
             }
             return
         }
@@ -192,7 +217,7 @@ public final class RedisClient: @unchecked Sendable {
             scheduleRefresh(after: .milliseconds(50))
         }
         eventLoop.scheduleTask(in: .milliseconds(Int64(50 << min(tries, 4)))) {
-            self.dispatch(bytes, slot: slot, to: nil, asking: false, tries: tries + 1, promise: promise)
+            self.dispatch(bytes, slot: slot, to: nil, asking: false, tries: tries + 1, attempt: attempt, promise: promise)
         }
     }
 

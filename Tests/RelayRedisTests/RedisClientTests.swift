@@ -106,6 +106,35 @@ final class RedisClientTests: XCTestCase {
         await client.stop()
     }
 
+    /// A server that stops answering (frozen, or a partition that drops packets without a
+    /// reset): the command times out, the link is dropped and made again once it answers.
+    func testStalledLinkIsDroppedAndMadeAgain() async throws {
+        let redis = try startedRedisServer()
+        defer { redis.kill() }
+        var options = RedisClient.Options()
+        options.initialBackoff = .milliseconds(20)
+        options.maxBackoff = .milliseconds(200)
+        options.connectTimeout = .milliseconds(300)
+        options.commandTimeout = .milliseconds(300)
+        let links = Signal()
+        let client = RedisClient(endpoint: RedisEndpoint(url: "redis://127.0.0.1:\(redis.port)")!, eventLoop: group.next(), options: options)
+        client.start(onMessage: { _, _ in }, onLinkChange: { up in links.add(up ? "up" : "down") })
+        try await links.wait(count: 1)
+        redis.signal(SIGSTOP)
+        do {
+            _ = try await client.send(["PING"]).get()
+            XCTFail("a frozen server answered")
+        } catch {}
+        try await links.wait(count: 2)
+        XCTAssertFalse(client.isUp)
+        redis.signal(SIGCONT)
+        try await links.wait(count: 3)
+        XCTAssertEqual(links.all, ["up", "down", "up"])
+        let pong = try await client.send(["PING"]).get()
+        XCTAssertEqual(pong.string, "PONG")
+        await client.stop()
+    }
+
     func testReconnectsAndResubscribesAfterRedisRestarts() async throws {
         try requireRedisServer()
         let port = try RedisServerProcess.freePort()

@@ -83,6 +83,12 @@ public final class RedisServerProcess {
     public var directoryPath: String { directory.path }
     public var isRunning: Bool { process?.isRunning ?? false }
 
+    /// Sends `signal` to the server (SIGSTOP freezes it: a link that stops answering).
+    public func signal(_ signal: Int32) {
+        guard let p = process, p.isRunning else { return }
+        Foundation.kill(p.processIdentifier, signal)
+    }
+
     public func kill() {
         guard let p = process, p.isRunning else { return }
         Foundation.kill(p.processIdentifier, SIGKILL)
