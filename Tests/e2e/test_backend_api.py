@@ -12,16 +12,17 @@ import pytest
 
 from conftest import RelayProcess
 from helpers import ADMIN_KEY, Clients, async_test, emit_api, http
-from test_cluster import RedisServer, eventually, free_port, wait_linked
+from redis_servers import assert_no_cross_slot, redis_kind, redis_server  # noqa: F401 - fixtures
+from test_cluster import eventually, wait_linked
 from test_sticky_cluster import Balancer, ready_through
 
 HEARTBEAT_MS = 300
 
 
 @pytest.fixture
-def haproxy_cluster(tmp_path):
-    """Redis, relay nodes a and b, and deploy/haproxy.cfg in front of them."""
-    redis = RedisServer(free_port(), tmp_path).start()
+def haproxy_cluster(tmp_path, redis_server):  # noqa: F811 - the imported fixture
+    """Redis (each kind), relay nodes a and b, and deploy/haproxy.cfg in front of them."""
+    redis = redis_server
     nodes: list[RelayProcess] = []
     balancer: Balancer | None = None
     try:
@@ -34,12 +35,12 @@ def haproxy_cluster(tmp_path):
         lb_dir.mkdir()
         balancer = Balancer("haproxy", lb_dir, [n.port for n in nodes]).start()
         yield redis, nodes[0], nodes[1], balancer
+        assert_no_cross_slot(redis, *nodes)
     finally:
         if balancer is not None:
             balancer.stop()
         for n in nodes:
             n.stop()
-        redis.kill()
 
 
 async def ready(a, b, balancer):

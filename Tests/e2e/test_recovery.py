@@ -20,7 +20,8 @@ from conftest import RelayProcess
 from helpers import ADMIN_KEY, TIMEOUT, Client, Clients, async_test, emit_api, http, make_jwt, mint_token
 from recovery_helpers import (PID, PID_SPEC, ArgsClient, RawSession, RawSessions, assert_increasing, grew, parse_offset,
                               recoveries, metric, room_tag, user_tag)
-from test_cluster import RedisServer, free_port, wait_linked
+from redis_servers import assert_no_cross_slot, make_redis
+from test_cluster import wait_linked
 from test_stock_clients import sids_of
 
 RATE_FLAGS = ["--events-per-second", "1000", "--event-burst", "1000", "--rate", "custom=1000:1000",
@@ -90,23 +91,29 @@ async def recoveries_of(relays) -> dict[str, float]:
     return total
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "redis-cluster1"])
 def history_relay(request, start_relay, tmp_path):
     """Factory of relays (with RATE_FLAGS) whose history and kept sessions live in memory or,
-    with `--redis`, in a real redis-server: `relay = await history_relay(*flags)`."""
-    redis = RedisServer(free_port(), tmp_path).start() if request.param == "redis" else None
+    with `--redis`, in a real redis-server (plain, or a one-node cluster-mode one that refuses
+    cross-slot scripts): `relay = await history_relay(*flags)`."""
+    kind = {"redis": "single", "redis-cluster1": "cluster1"}.get(request.param)
+    redis = make_redis(kind, tmp_path / "redis").start() if kind else None
+    relays = []
 
     async def factory(*flags):
         relay = start_relay(*RATE_FLAGS, *(["--redis", redis.url] if redis else []), *flags)
+        relays.append(relay)
         if redis:
             await wait_linked(relay)
         return relay
 
     try:
         yield factory
+        if redis:
+            assert_no_cross_slot(redis, *relays)
     finally:
         if redis:
-            redis.kill()
+            redis.stop()
 
 
 # --------------------------------------------------------------------------------------------

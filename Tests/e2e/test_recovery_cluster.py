@@ -22,7 +22,8 @@ from browser_client import BrowserPage, browser, page_server  # noqa: F401 - fix
 from conftest import RelayProcess
 from helpers import ADMIN_KEY, Clients, async_test, emit_api, http, mint_token
 from recovery_helpers import RawSessions, assert_increasing, grew, metric, parse_offset, room_tag, user_tag
-from test_cluster import RedisServer, eventually, free_port, wait_linked
+from redis_servers import assert_no_cross_slot, redis_kind, redis_server  # noqa: F401 - fixtures
+from test_cluster import eventually, wait_linked
 from test_recovery import (RATE_FLAGS, assert_new_session, browser_recovery_scenario, last_offset, member,
                            opted_in, recoveries_of, reconnect, send_ticks, tick_numbers, unique)
 from test_sticky_cluster import Balancer, home_and_other, ready_through
@@ -31,9 +32,9 @@ HEARTBEAT_MS = 300
 
 
 @pytest.fixture
-def haproxy_cluster(tmp_path, page_server):  # noqa: F811 - the imported fixture
-    """Redis, relay nodes a and b (admitting the test page's origin), HAProxy in front."""
-    redis = RedisServer(free_port(), tmp_path).start()
+def haproxy_cluster(tmp_path, page_server, redis_server):  # noqa: F811 - the imported fixture
+    """Redis (each kind), relay nodes a and b (admitting the test page's origin), HAProxy in front."""
+    redis = redis_server
     nodes: list[RelayProcess] = []
     balancer: Balancer | None = None
     try:
@@ -49,12 +50,12 @@ def haproxy_cluster(tmp_path, page_server):  # noqa: F811 - the imported fixture
         lb_dir.mkdir()
         balancer = Balancer("haproxy", lb_dir, [n.port for n in nodes]).start()
         yield redis, nodes[0], nodes[1], balancer
+        assert_no_cross_slot(redis, *nodes)
     finally:
         if balancer is not None:
             balancer.stop()
         for n in nodes:
             n.stop()
-        redis.kill()
 
 
 @async_test
@@ -177,49 +178,47 @@ async def test_recovery_after_a_node_shuts_down(haproxy_cluster):
 
 
 @async_test
-async def test_redis_history_is_bounded_and_paged(start_relay, tmp_path):
+async def test_redis_history_is_bounded_and_paged(start_relay, redis_server):  # noqa: F811 - the imported fixture
     """With Redis the history is a Redis stream per room and per user: `--history-size` still
     bounds what can be recovered, and `room:sync` pages through it."""
-    redis = RedisServer(free_port(), tmp_path).start()
-    try:
-        relay = start_relay(*RATE_FLAGS, "--redis", redis.url, "--history-size", "5")
-        await wait_linked(relay)
-        user, room = unique("amy"), unique("conversation:redis")
-        async with Clients() as c, RawSessions() as raw:
-            bob = await member(c, relay, room)
-            s, hello = await opted_in(raw, relay, user, [room])
-            await send_ticks(bob, room, 1, 2)
-            await s.wait_for(lambda: tick_numbers(s.events) == [1, 2], "ticks 1, 2")
-            offset = last_offset(s)
-            await s.drop()
-            await send_ticks(bob, room, 3, 5)
-            t, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "fits")
-            assert back.get("recovered") is True, back
-            await t.wait_for(lambda: tick_numbers(t.events) == [3, 4, 5], "ticks 3..5 replayed")
-            # room:sync, paged, from tick 3.
-            since = t.named("chat:tick")[0][1][-1]
-            # One event per page until the end; presence events (amy's own leave and join) may
-            # fall anywhere between the ticks, so only the ticks' order is asserted.
-            ticks, pages, cursor, more = [], 0, since, True
-            while more:
-                page = await t.ok("room:sync", {"room": room, "offset": cursor, "limit": 1})
-                assert len(page["events"]) <= 1, page
-                ticks += [e[1]["n"] for e in page["events"] if e[0] == "chat:tick"]
-                cursor, more, pages = page["offset"], page["more"], pages + 1
-                assert pages <= 10, "room:sync pages did not end"
-            assert ticks == [4, 5] and pages >= 2, (ticks, pages)
+    redis = redis_server
+    relay = start_relay(*RATE_FLAGS, "--redis", redis.url, "--history-size", "5")
+    await wait_linked(relay)
+    user, room = unique("amy"), unique("conversation:redis")
+    async with Clients() as c, RawSessions() as raw:
+        bob = await member(c, relay, room)
+        s, hello = await opted_in(raw, relay, user, [room])
+        await send_ticks(bob, room, 1, 2)
+        await s.wait_for(lambda: tick_numbers(s.events) == [1, 2], "ticks 1, 2")
+        offset = last_offset(s)
+        await s.drop()
+        await send_ticks(bob, room, 3, 5)
+        t, back = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "fits")
+        assert back.get("recovered") is True, back
+        await t.wait_for(lambda: tick_numbers(t.events) == [3, 4, 5], "ticks 3..5 replayed")
+        # room:sync, paged, from tick 3.
+        since = t.named("chat:tick")[0][1][-1]
+        # One event per page until the end; presence events (amy's own leave and join) may
+        # fall anywhere between the ticks, so only the ticks' order is asserted.
+        ticks, pages, cursor, more = [], 0, since, True
+        while more:
+            page = await t.ok("room:sync", {"room": room, "offset": cursor, "limit": 1})
+            assert len(page["events"]) <= 1, page
+            ticks += [e[1]["n"] for e in page["events"] if e[0] == "chat:tick"]
+            cursor, more, pages = page["offset"], page["more"], pages + 1
+            assert pages <= 10, "room:sync pages did not end"
+        assert ticks == [4, 5] and pages >= 2, (ticks, pages)
 
-            offset = last_offset(t)
-            await t.drop()
-            await send_ticks(bob, room, 6, 25)
-            before = await recoveries_of([relay])
-            u, again = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "gone")
-            await assert_new_session(u, again, hello, [room])
-            assert grew(before, await recoveries_of([relay])) == {"history_gone": 1.0}
-            await u.ok("room:join", {"room": room})
-            await u.fails("room:sync", {"room": room, "offset": offset}, "history_unavailable")
-    finally:
-        redis.kill()
+        offset = last_offset(t)
+        await t.drop()
+        await send_ticks(bob, room, 6, 25)
+        before = await recoveries_of([relay])
+        u, again = await reconnect(raw, relay, mint_token(user), hello["pid"], offset, "gone")
+        await assert_new_session(u, again, hello, [room])
+        assert grew(before, await recoveries_of([relay])) == {"history_gone": 1.0}
+        await u.ok("room:join", {"room": room})
+        await u.fails("room:sync", {"room": room, "offset": offset}, "history_unavailable")
+    assert_no_cross_slot(redis, relay)
 
 
 @async_test

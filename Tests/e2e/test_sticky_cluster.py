@@ -27,7 +27,8 @@ import pytest
 from browser_client import BrowserPage, browser, page_server  # noqa: F401 - fixtures
 from conftest import RelayProcess
 from helpers import ADMIN_KEY, REPO_ROOT, ROOM, TIMEOUT, Clients, async_test, emit_api, http, mint_token
-from test_cluster import RedisServer, eventually, free_port, wait_linked
+from redis_servers import assert_no_cross_slot, free_port, redis_kind, redis_server  # noqa: F401 - fixtures
+from test_cluster import eventually, wait_linked
 from test_stock_clients import connect_python, sids_of
 
 DEPLOY = REPO_ROOT / "deploy"
@@ -137,9 +138,10 @@ class Balancer:
 
 
 @pytest.fixture(params=["haproxy", "nginx"])
-def sticky_cluster(request, tmp_path, page_server):  # noqa: F811 - the imported fixture
-    """Redis, relay nodes a and b (admitting the test page's origin), and a balancer in front."""
-    redis = RedisServer(free_port(), tmp_path).start()
+def sticky_cluster(request, tmp_path, page_server, redis_server):  # noqa: F811 - the imported fixture
+    """Redis (each kind), relay nodes a and b (admitting the test page's origin), and a balancer
+    in front."""
+    redis = redis_server
     nodes: list[RelayProcess] = []
     balancer: Balancer | None = None
     try:
@@ -153,12 +155,12 @@ def sticky_cluster(request, tmp_path, page_server):  # noqa: F811 - the imported
         lb_dir.mkdir()
         balancer = Balancer(request.param, lb_dir, [n.port for n in nodes]).start()
         yield redis, nodes[0], nodes[1], balancer
+        assert_no_cross_slot(redis, *nodes)
     finally:
         if balancer is not None:
             balancer.stop()
         for n in nodes:
             n.stop()
-        redis.kill()
 
 
 async def ready_through(balancer: Balancer) -> None:

@@ -18,7 +18,8 @@ from aiohttp import web
 
 from conftest import RelayProcess
 from helpers import Clients, async_test, http
-from test_cluster import HEARTBEAT_MS, RedisServer, free_port, wait_linked
+from redis_servers import assert_no_cross_slot, redis_kind, redis_server  # noqa: F401 - fixtures
+from test_cluster import HEARTBEAT_MS, wait_linked
 
 SECRET = "whsec-e2e-0123456789abcdef-0123456789abcdef"
 TOLERANCE_S = 300
@@ -235,9 +236,9 @@ def test_webhook_flags_are_validated(start_relay, tmp_path):
 
 
 @async_test
-async def test_cluster_sends_each_online_offline_once(tmp_path):
+async def test_cluster_sends_each_online_offline_once(tmp_path, redis_server):  # noqa: F811 - the imported fixture
     receiver = await Receiver().start()
-    redis = RedisServer(free_port(), tmp_path).start()
+    redis = redis_server
     nodes: list[RelayProcess] = []
     try:
         for name in ("a", "b"):
@@ -284,8 +285,8 @@ async def test_cluster_sends_each_online_offline_once(tmp_path):
         check_requests(receiver)
         nodes_seen = {r["json"]["node"] for r in receiver.requests}
         assert nodes_seen <= {"node-a", "node-b"}
+        assert_no_cross_slot(redis, *nodes)
     finally:
         for n in nodes:
             n.stop()
-        redis.kill()
         await receiver.stop()
