@@ -130,7 +130,9 @@ public final class ClusterBus: @unchecked Sendable {
     /// after, and the room's cluster presence.
     package func updatePresence(room: String, user: String, devices: Int) -> EventLoopFuture<PresenceUpdate> {
         let commands = Self.presenceCommands(node: nodeID, room: room, user: user, devices: devices)
-        // Pipelined on one connection: Redis runs them in this order.
+        // Pipelined in this order: one Redis runs them so; in a cluster each key's commands
+        // keep their order (one link per master) while the three slots may interleave, which
+        // matters only for a crash between them (the sweeps tolerate either leftover).
         if let add = commands.nodeRooms { redis.send(add).whenFailure { [logger] in Self.log(logger, $0, "node rooms") } }
         let script = redis.send(commands.script)
         script.whenFailure { [logger] in Self.log(logger, $0, "presence") }

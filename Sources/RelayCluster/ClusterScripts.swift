@@ -9,7 +9,8 @@
 /// devices in that room on that node, each field written only by its node (and the sweeper):
 /// the rooms of the presence API are its fields' rooms).
 ///
-/// A presence change is three steps on this node's one connection, in this order (pipelined):
+/// A presence change is three steps, sent in this order (pipelined; in a cluster only each
+/// key's own order is kept, which is the order that matters under concurrency):
 /// `SADD relay:node-rooms:{node}` (when the node has devices), the `updatePresence` script (the
 /// room's before/after, atomic), then `HSET`/`HDEL relay:user-rooms:{user} room\u{1F}node`.
 package enum ClusterScripts {
