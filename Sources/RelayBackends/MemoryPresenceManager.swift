@@ -27,4 +27,8 @@ extension MemoryPresenceManager {
     }
 
     public func restateUsers(_ local: [String: Int]) {}
+
+    public func storedEntries(on loop: any EventLoop) -> EventLoopFuture<[StoredPresence]> {
+        loop.makeSucceededFuture([])
+    }
 }

@@ -30,4 +30,21 @@ public protocol PresenceManager: AnyObject, Sendable {
     /// States this node's sockets per user again (after the store came back): users missing
     /// from `local` have none here any more.
     func restateUsers(_ local: [String: Int])
+
+    /// This node's room presence as the shared store has it (after an outage it may still hold
+    /// members who left while the store could not be told). A memory manager keeps no shared
+    /// store: none.
+    func storedEntries(on loop: any EventLoop) -> EventLoopFuture<[StoredPresence]>
+}
+
+/// One (room, user) of this node in the shared store, and its device count there.
+public struct StoredPresence: Sendable, Equatable {
+    public var room: String
+    public var user: String
+    public var devices: Int
+    public init(room: String, user: String, devices: Int) {
+        self.room = room
+        self.user = user
+        self.devices = devices
+    }
 }

@@ -53,4 +53,9 @@ extension RedisPresenceManager {
         guard bus.isUp else { return }
         bus.restateUsers(local)
     }
+
+    public func storedEntries(on loop: any EventLoop) -> EventLoopFuture<[StoredPresence]> {
+        guard bus.isUp else { return loop.makeSucceededFuture([]) }
+        return bus.storedPresence(node: bus.nodeID).hop(to: loop)
+    }
 }

@@ -72,6 +72,22 @@ final class PresenceAnnouncer: Sendable {
                 if update.becamePresent { self.announce(.presenceJoin, room: e.room, user: e.user, exclude: nil) }
             }
         }
+        removeStale()
+    }
+
+    /// Takes out what the store still holds of this node but the node no longer has: members
+    /// who left while Redis could not be told (a partition, an outage short of the dead-node
+    /// sweep). Each is checked against this node's rooms when the store answers, so a member
+    /// who joined again meanwhile stays; a later join's update is sent after this one.
+    private func removeStale() {
+        manager.storedEntries(on: homeLoop).whenSuccess { stored in
+            for entry in stored where !self.rooms.presence(room: entry.room).contains(where: { $0.user == entry.user }) {
+                let local = PresenceUpdate(before: entry.devices, after: 0, presence: [])
+                self.manager.update(room: entry.room, user: entry.user, local: local, on: self.homeLoop).whenSuccess { update in
+                    if update.leftPresence { self.announce(.presenceLeave, room: entry.room, user: entry.user, exclude: nil) }
+                }
+            }
+        }
     }
 
     private func announce(_ event: ServerEvent, room: String, user: String, exclude: ConnectionID?) {

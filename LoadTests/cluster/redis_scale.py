@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Cross-node fan-out through one Redis and through a Redis Cluster of 3 masters (issue #31,
+criterion 5): 4 relay nodes on this machine, the same `relay-load fanout --nodes` load against
+each topology in turn, several rounds. Reports deliveries per second (all of them cross a node
+boundary for 3 in 4 members: sockets are spread round-robin over the nodes), the relays' CPU,
+and each Redis process's CPU over the measured window only (from /proc/PID/stat, between the
+generator's `measuring` and `done` phases).
+
+    python3 LoadTests/cluster/redis_scale.py --relay .build-release/release/relay \
+        --relay-load .build-release/release/relay-load --rounds 2 --out /tmp/redis-scale
+
+Everything listens on 127.0.0.1; every process started here is stopped by pid at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SECRET = "redis-scale-secret-0123456789abcdef0123456789"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port(limit: int = 65535) -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port <= limit:
+            return port
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def wait_port(port: int, timeout: float = 15.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+class Procs:
+    def __init__(self):
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, args, log: Path, cwd: Path) -> subprocess.Popen:
+        p = subprocess.Popen([str(a) for a in args], cwd=cwd, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        self.procs.clear()
+
+
+def start_redis(kind: str, procs: Procs, work: Path) -> tuple[str, list[int]]:
+    """Returns (--redis URL, redis pids)."""
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if kind == "single":
+        port = free_port()
+        d = work / f"redis-{port}"
+        d.mkdir()
+        p = procs.start([binary, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", d], d / "log", d)
+        wait_port(port)
+        return f"redis://127.0.0.1:{port}", [p.pid]
+    masters = int(kind.split("-")[1])
+    ports, pids = [], []
+    for _ in range(masters):
+        port = free_port(55535)
+        d = work / f"redis-{port}"
+        d.mkdir()
+        p = procs.start([binary, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", d,
+                         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"], d / "log", d)
+        ports.append(port)
+        pids.append(p.pid)
+    for port in ports:
+        wait_port(port)
+    create = subprocess.run(["redis-cli", "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
+                             "--cluster-replicas", "0", "--cluster-yes"], capture_output=True, text=True, timeout=60)
+    assert create.returncode == 0, create.stdout + create.stderr
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if all("cluster_state:ok" in subprocess.run(["redis-cli", "-p", str(p), "CLUSTER", "INFO"], capture_output=True,
+                                                    text=True).stdout for p in ports):
+            break
+        time.sleep(0.1)
+    else:
+        raise RuntimeError("cluster not ok")
+    return "redis://" + ",".join(f"127.0.0.1:{p}" for p in ports), pids
+
+
+def start_relays(args, url: str, procs: Procs, work: Path) -> list[tuple[int, int]]:
+    nodes = []
+    for i in range(args.relays):
+        port = free_port()
+        d = work / f"relay-{i}"
+        d.mkdir()
+        p = procs.start([args.relay, "--host", "127.0.0.1", "--port", port, "--redis", url, "--node-id", f"scale-{i}",
+                         "--jwt-secret", SECRET, "--api-key", "scale-api-key-0123456789abcdef", "--admin-key", "scale-admin-key-0123456789abcdef",
+                         "--db", d / "r.sqlite", "--log-level", "warning",
+                         "--events-per-second", 1000000, "--event-burst", 1000000, "--packets-per-second", 1000000,
+                         "--inbound-bytes-per-second", 1000000000, "--event-bytes-per-second", 1000000000,
+                         "--max-connections-per-ip", 1000000, "--max-connections-per-user", 1000000], d / "log", d)
+        nodes.append((port, p.pid))
+    for port, _ in nodes:
+        wait_port(port)
+    # Ready means linked to Redis.
+    deadline = time.time() + 30
+    import urllib.request
+    for port, _ in nodes:
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("relay not healthy")
+            time.sleep(0.1)
+    return nodes
+
+
+def run_once(args, kind: str, round_: int, out: Path) -> dict:
+    procs = Procs()
+    work = Path(tempfile.mkdtemp(prefix=f"scale-{kind}-"))
+    try:
+        url, redis_pids = start_redis(kind, procs, work)
+        nodes = start_relays(args, url, procs, work)
+        time.sleep(1.0)  # the nodes' first heartbeats and subscriptions (setup, not measured)
+        phase = work / "phase"
+        cmd = [args.relay_load, "fanout", "--nodes", ",".join(f"127.0.0.1:{p}" for p, _ in nodes), "--secret", SECRET,
+               "--rooms", args.rooms, "--members", args.members, "--senders", args.senders, "--rate", args.rate,
+               "--duration", args.duration, "--phase-file", phase, "--json", "--max-error-rate", 1]
+        gen = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pids = redis_pids + [pid for _, pid in nodes]
+        before = after = None
+        deadline = time.time() + args.duration + 600
+        while gen.poll() is None and time.time() < deadline:
+            state = phase.read_text().strip() if phase.exists() else ""
+            if state == "measuring" and before is None:
+                before = ({pid: cpu_seconds(pid) for pid in pids}, time.time())
+            if state == "done" and after is None and before is not None:
+                after = ({pid: cpu_seconds(pid) for pid in pids}, time.time())
+            time.sleep(0.02)
+        stdout, stderr = gen.communicate(timeout=60)
+        report = json.loads(stdout) if stdout.strip().startswith("{") else {"error": stderr[-2000:]}
+        result = {"kind": kind, "round": round_, "report": report}
+        if before and after:
+            window = after[1] - before[1]
+            redis_cpu = [after[0][p] - before[0][p] for p in redis_pids]
+            relay_cpu = [after[0][pid] - before[0][pid] for _, pid in nodes]
+            deliveries = report.get("deliveries", 0) or 0
+            result.update({
+                "window_s": round(window, 2),
+                "redis_cores": [round(c / window, 3) for c in redis_cpu],
+                "redis_cpu_us_per_delivery": round(sum(redis_cpu) * 1e6 / max(1, deliveries), 3),
+                "relay_cores": round(sum(relay_cpu) / window, 3),
+                "deliveries_per_second": report.get("deliveries_per_second"),
+                "sent_per_second": report.get("sent_per_second"),
+                "p99_ms": report.get("latency_p99_ms"),
+                "missing": max(0, (report.get("expected_deliveries_min") or 0) - deliveries),
+            })
+        (out / f"{kind}-{round_}.json").write_text(json.dumps(result, indent=2))
+        return result
+    finally:
+        procs.stop_all()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--relay", required=True)
+    ap.add_argument("--relay-load", required=True)
+    ap.add_argument("--kinds", default="single,cluster-3")
+    ap.add_argument("--relays", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rooms", type=int, default=200)
+    ap.add_argument("--members", type=int, default=8)
+    ap.add_argument("--senders", type=int, default=200)
+    ap.add_argument("--rate", type=float, default=4000)
+    ap.add_argument("--duration", type=float, default=8)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for r in range(args.rounds):
+        for kind in args.kinds.split(","):
+            res = run_once(args, kind, r, out)
+            rows.append(res)
+            print(json.dumps({k: v for k, v in res.items() if k != "report"}), flush=True)
+    print("\n| topology | round | deliveries/s | sent/s | missing | p99 ms | Redis cores (each process) | Redis CPU µs/delivery | relay cores (4 nodes) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+    for res in rows:
+        if "window_s" not in res:
+            print(f"| {res['kind']} | {res['round']} | failed: {str(res['report'])[:80]} |")
+            continue
+        print(f"| {res['kind']} | {res['round']} | {res['deliveries_per_second']:.0f} | {res['sent_per_second']:.0f} | {res['missing']} | {res['p99_ms']} | "
+              f"{', '.join(f'{c:.3f}' for c in res['redis_cores'])} | {res['redis_cpu_us_per_delivery']:.3f} | {res['relay_cores']:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
