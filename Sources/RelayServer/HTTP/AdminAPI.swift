@@ -49,7 +49,10 @@ struct AdminAPI {
     func readiness(on loop: any EventLoop, detailed: Bool) -> EventLoopFuture<HTTPResponse> {
         // Without Redis a node still serves its own sockets (degraded), so it stays ready and says so.
         let redis: [(String, JSONValue)] = relay.hub.backends.cluster.map { cluster in
-            [("redis", .string(cluster.isUp ? "up" : "down")), ("degraded", .bool(!cluster.isUp)), ("node", .string(cluster.nodeID))]
+            [
+                ("redis", .string(cluster.isUp ? "up" : "down")), ("degraded", .bool(!cluster.isUp)), ("node", .string(cluster.nodeID)),
+                ("redisTopology", .string(cluster.redis.currentTopology.rawValue)),
+            ]
         } ?? []
         guard let store = relay.receipts else {
             return loop.makeSucceededFuture(.json(.ok, .object([("ready", true), ("store", "disabled")] + redis)))
@@ -94,7 +97,9 @@ struct AdminAPI {
             "eventLoopLagMs": ["p99": ms(lag, 0.99)],
             "rssBytes": ProcessMemory.residentBytes().map { .int(Int64($0)) } ?? .null,
             "busiestRooms": .array(busiest),
-            "cluster": hub.backends.cluster.map { c in ["node": .string(c.nodeID), "redis": .string(c.isUp ? "up" : "down")] } ?? .null,
+            "cluster": hub.backends.cluster.map { c in
+                ["node": .string(c.nodeID), "redis": .string(c.isUp ? "up" : "down"), "redisTopology": .string(c.redis.currentTopology.rawValue)]
+            } ?? .null,
         ]
     }
 
