@@ -9,6 +9,8 @@ that owns ``key`` — a key or a sharded channel — or any node without one).
 Kinds (``KINDS``, the ``redis_kind`` fixture's params):
 
 - ``single``: one plain redis-server (``RedisServer``).
+- ``cluster3``: a real Redis Cluster of 3 masters and 3 replicas (``RedisClusterServers``):
+  commands and sharded subscriptions spread over the masters, redirects, failover.
 - ``cluster1``: one redis-server in cluster mode that owns every slot (``ClusterModeRedis``).
   It refuses a script whose declared keys are in several slots (CROSSSLOT), which a plain
   Redis runs; the relay's client talks to it without redirects. At ``stop()`` (and before
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-KINDS = ["single", "cluster1"]
+KINDS = ["single", "cluster1", "cluster3"]
 START_TIMEOUT = 15.0
 
 # Redis's answers when a script's keys (or the keys it touches) are not in one slot.
@@ -155,6 +157,104 @@ class ClusterModeRedis(RedisServer):
         assert "CROSSSLOT" not in self.errors, f"Redis refused cross-slot commands: {self.errors}"
 
 
+class RedisClusterServers:
+    """A real Redis Cluster: 3 masters and 3 replicas (`redis-cli --cluster create`), short
+    node timeout so a replica takes over in about two seconds. ``start()`` after ``kill()``
+    makes the whole cluster again, empty, on the same ports (as a restarted plain Redis)."""
+
+    kind = "cluster3"
+    NODE_TIMEOUT_MS = 1000
+
+    def __init__(self, workdir, masters: int = 3):
+        self.workdir = Path(workdir)
+        self.nodes = [RedisServer(free_port(), self.workdir / f"node-{i}") for i in range(masters * 2)]
+        self.masters = masters
+        self.errors: dict[str, int] = {}
+        self.bus_ports = [free_port() for _ in self.nodes]
+
+    def _node_args(self, i: int) -> list[str]:
+        node = self.nodes[i]
+        return [*RedisServer.server_args(node), "--cluster-enabled", "yes", "--cluster-port", str(self.bus_ports[i]),
+                "--cluster-config-file", str(node.workdir / "nodes.conf"),
+                "--cluster-node-timeout", str(self.NODE_TIMEOUT_MS), "--cluster-replica-validity-factor", "0"]
+
+    def start(self) -> "RedisClusterServers":
+        for i, node in enumerate(self.nodes):
+            node.workdir.mkdir(parents=True, exist_ok=True)
+            (node.workdir / "nodes.conf").unlink(missing_ok=True)
+            node.server_args = (lambda i=i: self._node_args(i))
+            node.start()
+        out = subprocess.run([_binary("redis-cli"), "--cluster", "create", *[f"127.0.0.1:{n.port}" for n in self.nodes],
+                              "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, f"cluster create failed: {out.stdout}{out.stderr}"
+        deadline = time.monotonic() + 30
+        while not all("cluster_state:ok" in self._cli_port(n.port, "CLUSTER", "INFO") for n in self.nodes):
+            assert time.monotonic() < deadline, "the cluster did not reach cluster_state:ok"
+            time.sleep(0.05)
+        return self
+
+    def _cli_port(self, port: int, *args) -> str:
+        out = subprocess.run([_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(port), *map(str, args)],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout if out.returncode == 0 else ""
+
+    def running(self) -> list[RedisServer]:
+        return [n for n in self.nodes if n.proc and n.proc.poll() is None]
+
+    def node_port(self, key: str | None = None) -> int:
+        """The port of the master that serves `key`'s slot now (any running node without a key)."""
+        alive = self.running()
+        assert alive, "no cluster node is running"
+        if key is None:
+            return alive[0].port
+        slot = int(self._cli_port(alive[0].port, "CLUSTER", "KEYSLOT", key).strip())
+        for line in self._cli_port(alive[0].port, "CLUSTER", "NODES").splitlines():
+            fields = line.split()
+            if len(fields) < 9 or "master" not in fields[2] or "fail" in fields[2]:
+                continue
+            port = int(fields[1].split("@")[0].rsplit(":", 1)[1])
+            for r in fields[8:]:
+                if r.startswith("["):
+                    continue
+                lo, _, hi = r.partition("-")
+                if int(lo) <= slot <= int(hi or lo):
+                    return port
+        raise AssertionError(f"no master serves slot {slot}")
+
+    def master_of(self, key: str) -> RedisServer:
+        port = self.node_port(key)
+        return next(n for n in self.nodes if n.port == port)
+
+    def cli(self, *args, key: str | None = None) -> str:
+        out = subprocess.run([_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(self.node_port(key)), *map(str, args)],
+                             capture_output=True, text=True, timeout=10)
+        assert out.returncode == 0, f"redis-cli {args}: {out.stderr}"
+        return out.stdout
+
+    @property
+    def url(self) -> str:
+        return "redis://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def _collect(self):
+        for n in self.running():
+            for line in self._cli_port(n.port, "INFO", "errorstats").splitlines():
+                if line.startswith("errorstat_") and ":count=" in line:
+                    name, count = line[len("errorstat_"):].split(":count=", 1)
+                    self.errors[name] = self.errors.get(name, 0) + int(count.strip())
+
+    def kill(self):
+        self._collect()
+        for n in self.nodes:
+            n.kill()
+
+    def stop(self):
+        self.kill()
+        assert "CROSSSLOT" not in self.errors, f"Redis refused cross-slot commands: {self.errors}"
+
+    def __repr__(self) -> str:
+        return f"RedisClusterServers(ports={[n.port for n in self.nodes]})"
+
+
 def make_redis(kind: str, workdir, port: int | None = None) -> RedisServer:
     """A server of `kind` (not started), its files in `workdir`."""
     Path(workdir).mkdir(parents=True, exist_ok=True)
@@ -163,6 +263,8 @@ def make_redis(kind: str, workdir, port: int | None = None) -> RedisServer:
         return RedisServer(port, workdir)
     if kind == "cluster1":
         return ClusterModeRedis(port, workdir)
+    if kind == "cluster3":
+        return RedisClusterServers(workdir)
     raise ValueError(f"unknown Redis kind {kind!r}")
 
 
