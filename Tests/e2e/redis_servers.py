@@ -255,6 +255,93 @@ class RedisClusterServers:
         return f"RedisClusterServers(ports={[n.port for n in self.nodes]})"
 
 
+class RedisSentinelServers:
+    """A master, two replicas and three Redis Sentinels watching it as `relay` (quorum 2,
+    down-after 1 s): ``kill_master()`` SIGKILLs the master, and a replica is promoted."""
+
+    kind = "sentinel"
+    DOWN_AFTER_MS = 1000
+
+    def __init__(self, workdir):
+        self.workdir = Path(workdir)
+        self.master = RedisServer(free_port(), self.workdir / "master")
+        self.replicas = [RedisServer(free_port(), self.workdir / f"replica-{i}") for i in range(2)]
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.sentinels: list[subprocess.Popen] = []
+
+    @property
+    def servers(self) -> list[RedisServer]:
+        return [self.master, *self.replicas]
+
+    def start(self) -> "RedisSentinelServers":
+        for server in self.servers:
+            server.workdir.mkdir(parents=True, exist_ok=True)
+        self.master.start()
+        for replica in self.replicas:
+            base = RedisServer.server_args(replica)
+            replica.server_args = (lambda base=base: [*base, "--replicaof", "127.0.0.1", str(self.master.port)])
+            replica.start()
+        binary = _binary("redis-sentinel")
+        for port in self.sentinel_ports:
+            conf = self.workdir / f"sentinel-{port}.conf"
+            conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {self.workdir}\n"
+                            f"sentinel monitor relay 127.0.0.1 {self.master.port} 2\n"
+                            f"sentinel down-after-milliseconds relay {self.DOWN_AFTER_MS}\n"
+                            "sentinel failover-timeout relay 5000\nsentinel parallel-syncs relay 1\n")
+            self.sentinels.append(subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL,
+                                                   stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + 30
+        while not all(str(self.replicas[-1].port) in self._cli(p, "SENTINEL", "replicas", "relay") for p in self.sentinel_ports):
+            assert time.monotonic() < deadline, "the sentinels did not see the replicas"
+            time.sleep(0.05)
+        return self
+
+    def _cli(self, port: int, *args) -> str:
+        out = subprocess.run([_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(port), *map(str, args)],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout if out.returncode == 0 else ""
+
+    def current_master_port(self) -> int | None:
+        lines = self._cli(self.sentinel_ports[0], "SENTINEL", "get-master-addr-by-name", "relay").split()
+        return int(lines[-1]) if lines and lines[-1].isdigit() else None
+
+    def kill_master(self) -> RedisServer:
+        port = self.current_master_port()
+        victim = next(s for s in self.servers if s.port == port)
+        victim.kill()
+        return victim
+
+    def node_port(self, key: str | None = None) -> int:
+        port = self.current_master_port()
+        assert port, "the sentinels name no master"
+        return port
+
+    def cli(self, *args, key: str | None = None) -> str:
+        out = subprocess.run([_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(self.node_port(key)), *map(str, args)],
+                             capture_output=True, text=True, timeout=10)
+        assert out.returncode == 0, f"redis-cli {args}: {out.stderr}"
+        return out.stdout
+
+    @property
+    def url(self) -> str:
+        return "redis+sentinel://" + ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports) + "/relay"
+
+    def kill(self):
+        for p in self.sentinels:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        self.sentinels = []
+        for server in self.servers:
+            server.kill()
+
+    def stop(self):
+        self.kill()
+
+    def __repr__(self) -> str:
+        return f"RedisSentinelServers(master={self.master.port}, sentinels={self.sentinel_ports})"
+
+
 def make_redis(kind: str, workdir, port: int | None = None) -> RedisServer:
     """A server of `kind` (not started), its files in `workdir`."""
     Path(workdir).mkdir(parents=True, exist_ok=True)
@@ -265,6 +352,8 @@ def make_redis(kind: str, workdir, port: int | None = None) -> RedisServer:
         return ClusterModeRedis(port, workdir)
     if kind == "cluster3":
         return RedisClusterServers(workdir)
+    if kind == "sentinel":
+        return RedisSentinelServers(workdir)
     raise ValueError(f"unknown Redis kind {kind!r}")
 
 
