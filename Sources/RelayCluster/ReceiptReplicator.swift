@@ -49,6 +49,10 @@ package final class ReceiptReplicator: Sendable {
         var replication: SQLiteReceiptStore.ReplicationState?
         var watermark: ReceiptWatermark
         var rounds = 0
+        /// The last pull filled a whole batch: add less while reading on (after a loss every node
+        /// sends its receipts again, and the stream, trimmed to `maxLength`, must not outgrow
+        /// its readers).
+        var behind = false
     }
 
     private let state: AuditedLock<State>
@@ -113,9 +117,10 @@ package final class ReceiptReplicator: Sendable {
 
     private func round() -> EventLoopFuture<Void> {
         replication().flatMap { known in
-            self.store.pendingReplicas(limit: Self.batch, on: self.eventLoop).flatMap { pending in
-                self.push(pending, known: known)
-            }
+            // Behind in the stream: a tenth of a batch, so that this node's receipts still go
+            // out but the stream grows no faster than it is read.
+            let limit = self.state.withLockedValue { $0.behind } ? Self.batch / 10 : Self.batch
+            return self.store.pendingReplicas(limit: limit, on: self.eventLoop).flatMap { pending in self.push(pending, known: known) }
         }.flatMap { fine in
             guard fine else { return self.eventLoop.makeSucceededVoidFuture() }
             return self.pull().flatMap { self.measureWatermark() }
@@ -165,7 +170,9 @@ package final class ReceiptReplicator: Sendable {
         replication().flatMap { known in
             let from = known.streamID
             return self.redis.send(["XRANGE", Self.stream, "(" + from, "+", "COUNT", String(Self.batch)]).flatMap { reply in
-                let entries = (reply.elements ?? []).compactMap(Self.entry)
+                let read = reply.elements ?? []
+                self.state.withLockedValue { $0.behind = read.count >= Self.batch }
+                let entries = read.compactMap(Self.entry)
                 guard let last = entries.last else { return self.eventLoop.makeSucceededVoidFuture() }
                 return self.store.applyReplicated(entries.map { ($0.gid, $0.origin, $0.receipt) }, lastStreamID: last.id, on: self.eventLoop).map { _ in
                     self.update { r in

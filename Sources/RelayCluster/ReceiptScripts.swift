@@ -20,10 +20,9 @@ package enum ReceiptScripts {
     /// pairs to append.
     ///
     /// Redis lost writes when: the epoch is gone (it restarted empty), this node's counter or
-    /// published position went back, or the stream ends below what this node has read. Every
-    /// loss write of a node happened after the entries it confirms (a replica holds a prefix of
-    /// its master's writes), so a node that finds its own writes gone knows that entries went
-    /// with them. The node then declares a new epoch with its floor and nothing is appended:
+    /// published position went back, or the stream ends below what this node has read. A
+    /// replica holds a prefix of its master's writes, and a node's counter is written with the
+    /// entries it counts (one script), so a counter that went back means those entries are gone. The node then declares a new epoch with its floor and nothing is appended:
     /// `{'lost', epoch, from, seq, pos, top}`. A node that sees an epoch it does not know learns
     /// of a loss another node found: `{'changed', epoch, from, seq, pos, top}` — unless it had
     /// read less than that floor (it was not counted in it), then it declares again with its own.

@@ -244,7 +244,10 @@ def run_loss_cycles(tmp_path: Path, from_snapshot: bool):
                     missing[name] = len(acked - await synced(n.port))
                 if not any(missing.values()) or loop.time() >= deadline:
                     break
+                print(f"settling: missing {missing}")
                 await asyncio.sleep(0.5)
+            print(f"every node returned all {len(acked)} receipts within {SETTLE_SECONDS - (deadline - loop.time()):.1f} s "
+                  "after the writers stopped" if not any(missing.values()) else f"still missing: {missing}")
             assert not any(missing.values()), (
                 f"receipt:sync misses acked receipts after {SETTLE_SECONDS} s: {missing['a']} on node A, "
                 f"{missing['b']} on node B (of {len(acked)})")
