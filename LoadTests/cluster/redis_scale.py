@@ -76,6 +76,23 @@ class Procs:
         self.procs.clear()
 
 
+def commandstats(url: str) -> dict[str, dict]:
+    """`INFO commandstats` of every Redis behind `url`, summed: command → calls, µs."""
+    total: dict[str, dict] = {}
+    for hostport in url[len("redis://"):].split(","):
+        port = hostport.rsplit(":", 1)[1]
+        out = subprocess.run(["redis-cli", "-p", port, "INFO", "commandstats"], capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            if not line.startswith("cmdstat_"):
+                continue
+            name, _, rest = line[len("cmdstat_"):].partition(":")
+            fields = dict(kv.split("=") for kv in rest.split(","))
+            t = total.setdefault(name, {"calls": 0, "usec": 0})
+            t["calls"] += int(fields["calls"])
+            t["usec"] += int(fields["usec"])
+    return dict(sorted(total.items(), key=lambda kv: -kv[1]["usec"]))
+
+
 def start_redis(kind: str, procs: Procs, work: Path) -> tuple[str, list[int]]:
     """Returns (--redis URL, redis pids)."""
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -151,12 +168,19 @@ def run_once(args, kind: str, round_: int, out: Path) -> dict:
         url, redis_pids = start_redis(kind, procs, work)
         nodes = start_relays(args, url, procs, work)
         time.sleep(1.0)  # the nodes' first heartbeats and subscriptions (setup, not measured)
+        # Redis's idle cost with the nodes linked (heartbeats, receipt polling, its own cron),
+        # taken off the loaded window's so what is left is the traffic's.
+        idle_a = ({pid: cpu_seconds(pid) for pid in redis_pids}, time.time())
+        time.sleep(args.idle)
+        idle_b = ({pid: cpu_seconds(pid) for pid in redis_pids}, time.time())
+        idle_cores = sum(idle_b[0][p] - idle_a[0][p] for p in redis_pids) / (idle_b[1] - idle_a[1])
         phase = work / "phase"
         cmd = [args.relay_load, "fanout", "--nodes", ",".join(f"127.0.0.1:{p}" for p, _ in nodes), "--secret", SECRET,
                "--rooms", args.rooms, "--members", args.members, "--senders", args.senders, "--rate", args.rate,
                "--duration", args.duration, "--phase-file", phase, "--json", "--max-error-rate", 1]
-        gen = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pids = redis_pids + [pid for _, pid in nodes]
+        setup_start = {pid: cpu_seconds(pid) for pid in redis_pids}
+        gen = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         before = after = None
         deadline = time.time() + args.duration + 600
         while gen.poll() is None and time.time() < deadline:
@@ -171,6 +195,11 @@ def run_once(args, kind: str, round_: int, out: Path) -> dict:
         result = {"kind": kind, "round": round_, "report": report}
         if before and after:
             window = after[1] - before[1]
+            sockets = report.get("sockets", 0) or 0
+            # Setup: every socket connects (directory, user channel) and joins its room (presence
+            # scripts, the room channel, presence events): Redis CPU per socket.
+            setup_us = sum(before[0][p] - setup_start[p] for p in redis_pids) * 1e6 / max(1, sockets)
+            result["redis_setup_cpu_us_per_socket"] = round(setup_us, 1)
             redis_cpu = [after[0][p] - before[0][p] for p in redis_pids]
             relay_cpu = [after[0][pid] - before[0][pid] for _, pid in nodes]
             deliveries = report.get("deliveries", 0) or 0
@@ -178,13 +207,16 @@ def run_once(args, kind: str, round_: int, out: Path) -> dict:
                 "window_s": round(window, 2),
                 "redis_cores": [round(c / window, 3) for c in redis_cpu],
                 "redis_cpu_us_per_delivery": round(sum(redis_cpu) * 1e6 / max(1, deliveries), 3),
+                "redis_idle_cores": round(idle_cores, 4),
+                "redis_cpu_us_per_message": round(max(0.0, sum(redis_cpu) - idle_cores * window) * 1e6 / max(1, report.get("sent", 0) or 0), 2),
                 "relay_cores": round(sum(relay_cpu) / window, 3),
                 "deliveries_per_second": report.get("deliveries_per_second"),
                 "sent_per_second": report.get("sent_per_second"),
                 "p99_ms": report.get("latency_p99_ms"),
                 "missing": max(0, (report.get("expected_deliveries_min") or 0) - deliveries),
             })
-        (out / f"{kind}-{round_}.json").write_text(json.dumps(result, indent=2))
+        result["commandstats"] = commandstats(url)
+        (out / f"{kind}-{round_}-{args.rate:.0f}.json").write_text(json.dumps(result, indent=2))
         return result
     finally:
         procs.stop_all()
@@ -202,25 +234,32 @@ def main() -> int:
     ap.add_argument("--members", type=int, default=8)
     ap.add_argument("--senders", type=int, default=200)
     ap.add_argument("--rate", type=float, default=4000)
+    ap.add_argument("--rates", default="", help="several rates, comma-separated (each run at each rate)")
     ap.add_argument("--duration", type=float, default=8)
+    ap.add_argument("--idle", type=float, default=4, help="seconds of idle Redis CPU measured before each run")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
+    rates = [float(x) for x in args.rates.split(",")] if args.rates else [args.rate]
     for r in range(args.rounds):
-        for kind in args.kinds.split(","):
-            res = run_once(args, kind, r, out)
-            rows.append(res)
+        for rate in rates:
+            for kind in args.kinds.split(","):
+                args.rate = rate
+                res = run_once(args, kind, r, out)
+                res["rate"] = rate
+                rows.append(res)
             print(json.dumps({k: v for k, v in res.items() if k != "report"}), flush=True)
-    print("\n| topology | round | deliveries/s | sent/s | missing | p99 ms | Redis cores (each process) | Redis CPU µs/delivery | relay cores (4 nodes) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+    print("\n| topology | round | sent/s | deliveries/s | missing | p99 ms | Redis cores (each process) | Redis CPU µs/message (idle taken off) | Redis CPU µs/socket set up | relay cores (4 nodes) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
     for res in rows:
         if "window_s" not in res:
             print(f"| {res['kind']} | {res['round']} | failed: {str(res['report'])[:80]} |")
             continue
-        print(f"| {res['kind']} | {res['round']} | {res['deliveries_per_second']:.0f} | {res['sent_per_second']:.0f} | {res['missing']} | {res['p99_ms']} | "
-              f"{', '.join(f'{c:.3f}' for c in res['redis_cores'])} | {res['redis_cpu_us_per_delivery']:.3f} | {res['relay_cores']:.2f} |")
+        print(f"| {res['kind']} | {res['round']} | {res['sent_per_second']:.0f} | {res['deliveries_per_second']:.0f} | {res['missing']} | {res['p99_ms']} | "
+              f"{', '.join(f'{c:.3f}' for c in res['redis_cores'])} | {res['redis_cpu_us_per_message']:.1f} | "
+              f"{res['redis_setup_cpu_us_per_socket']:.0f} | {res['relay_cores']:.2f} |")
     return 0
 
 
