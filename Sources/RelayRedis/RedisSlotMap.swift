@@ -7,6 +7,9 @@ public struct RedisSlotMap: Sendable, Equatable {
     /// Every node the map names (masters and replicas): where to ask next time.
     public private(set) var nodes: [RedisEndpoint.Address]
 
+    /// Redis Cluster's own ceiling (its specification: up to 1 000 nodes): the map keeps no more.
+    static let maxNodes = 1_000
+
     public init() {
         owners = Array(repeating: -1, count: RedisHashSlot.count)
         masters = []
@@ -37,17 +40,19 @@ public struct RedisSlotMap: Sendable, Equatable {
                 let address = RedisEndpoint.Address(host: host.isEmpty || host == "?" ? answeredBy.host : host, port: Int(port))
                 addresses.append(address)
             }
-            guard let master = addresses.first else { return nil }
-            let index = masterIndex(master)
+            guard let master = addresses.first, let index = masterIndex(master) else { return nil }
             for slot in Int(start)...Int(end) { owners[slot] = Int16(index) }
-            for address in addresses where !nodes.contains(address) { nodes.append(address) }
+            for address in addresses where !nodes.contains(address) && nodes.count < Self.maxNodes { nodes.append(address) }
         }
     }
 
-    private mutating func masterIndex(_ address: RedisEndpoint.Address) -> Int {
+    /// The master's index, added if new; nil past `maxNodes` masters (a reply that names more is
+    /// not a cluster's).
+    private mutating func masterIndex(_ address: RedisEndpoint.Address) -> Int? {
         if let i = masters.firstIndex(of: address) { return i }
+        guard masters.count < Self.maxNodes else { return nil }
         masters.append(address)
-        if !nodes.contains(address) { nodes.append(address) }
+        if !nodes.contains(address), nodes.count < Self.maxNodes { nodes.append(address) }
         return masters.count - 1
     }
 
@@ -62,7 +67,7 @@ public struct RedisSlotMap: Sendable, Equatable {
 
     /// A `MOVED` answer: `slot` is now served by `address`.
     public mutating func move(slot: Int, to address: RedisEndpoint.Address) {
-        guard slot >= 0, slot < owners.count else { return }
-        owners[slot] = Int16(masterIndex(address))
+        guard slot >= 0, slot < owners.count, let index = masterIndex(address) else { return }
+        owners[slot] = Int16(index)
     }
 }

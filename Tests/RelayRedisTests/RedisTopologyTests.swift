@@ -92,6 +92,9 @@ final class RedisTopologyTests: XCTestCase {
         ] {
             XCTAssertNil(RedisSlotMap(clusterSlots: bad, answeredBy: answered), "\(bad)")
         }
+        // More masters than a cluster may have: refused, not kept.
+        let many = RESPValue.array((0..<1_001).map { i in .array([.integer(Int64(i)), .integer(Int64(i)), node("h", Int64(1 + i))]) })
+        XCTAssertNil(RedisSlotMap(clusterSlots: many, answeredBy: answered))
         let single = RedisSlotMap(single: answered)
         XCTAssertTrue(single.coversEverySlot)
         XCTAssertEqual(single.owner(of: 16383), answered)
@@ -108,5 +111,72 @@ final class RedisTopologyTests: XCTestCase {
         XCTAssertTrue(RedisRedirect.isTransient("CLUSTERDOWN The cluster is down"))
         XCTAssertTrue(RedisRedirect.isTransient("READONLY You can't write against a read only replica."))
         XCTAssertFalse(RedisRedirect.isTransient("ERR unknown command"))
+    }
+
+    // MARK: Hostile replies and strings (seeded random inputs: the fuzz build compiles RelayCore
+    // only, and these parsers read what a Redis server sends)
+
+    private struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    private func randomValue(_ rng: inout SplitMix, depth: Int) -> RESPValue {
+        let ints: [Int64] = [-1, 0, 1, 5460, 5461, 16383, 16384, 65535, 65536, .max, .min]
+        switch Int.random(in: 0..<(depth > 3 ? 4 : 6), using: &rng) {
+        case 0: return .integer(Bool.random(using: &rng) ? ints.randomElement(using: &rng) ?? 0 : Int64.random(in: -5...70000, using: &rng))
+        case 1: return .bulkString(ByteBuffer(string: ["", "?", "127.0.0.1", "h", "::1", "x:y"].randomElement(using: &rng) ?? ""))
+        case 2: return .null
+        case 3: return .simpleString("OK")
+        default:
+            let n = Int.random(in: 0...5, using: &rng)
+            return .array((0..<n).map { _ in randomValue(&rng, depth: depth + 1) })
+        }
+    }
+
+    func testRandomClusterSlotsRepliesNeverTrap() {
+        var rng = SplitMix(state: 31)
+        let answered = Address(host: "10.0.0.1", port: 7000)
+        var parsed = 0
+        for _ in 0..<50_000 {
+            let value = randomValue(&rng, depth: 0)
+            guard let map = RedisSlotMap(clusterSlots: value, answeredBy: answered) else { continue }
+            parsed += 1
+            for slot in [0, 1, 5461, 16383] {
+                if let owner = map.owner(of: slot) {
+                    XCTAssertTrue(map.masters.contains(owner))
+                    XCTAssertTrue((1...65535).contains(owner.port))
+                }
+            }
+        }
+        XCTAssertGreaterThan(parsed, 0, "some random replies are well-formed maps")
+    }
+
+    func testRandomRedirectsAndEndpointsNeverTrap() {
+        var rng = SplitMix(state: 7)
+        let pieces = ["MOVED", "ASK", " ", "1", "16383", "16384", "-1", "h", ":", "6379", "0", "65536", "redis://", "redis+sentinel://",
+                      ",", "/", "@", "pw", "::1", "[", "]", "\u{0}", "é", "99999999999999999999"]
+        for _ in 0..<50_000 {
+            let text = (0..<Int.random(in: 0...8, using: &rng)).map { _ in pieces.randomElement(using: &rng) ?? "" }.joined()
+            if let redirect = RedisRedirect(error: text) {
+                switch redirect {
+                case .moved(let slot, let to), .ask(let slot, let to):
+                    XCTAssertTrue((0..<RedisHashSlot.count).contains(slot))
+                    XCTAssertTrue((1...65535).contains(to.port))
+                }
+            }
+            if let endpoint = RedisEndpoint(url: text) {
+                XCTAssertFalse(endpoint.addresses.isEmpty)
+                XCTAssertTrue(endpoint.addresses.allSatisfy { (1...65535).contains($0.port) && !$0.host.isEmpty })
+            }
+            _ = RedisCommandKey.key(of: text.split(separator: " ").map(String.init))
+            _ = RedisHashSlot.slot(of: text)
+        }
     }
 }
