@@ -239,6 +239,57 @@ class Clients:
 # Raw Engine.IO / Socket.IO over WebSocket
 
 
+class AckingSocket:
+    """A minimal Socket.IO-over-WebSocket client that pipelines events with ack ids (many in
+    flight at once, which python-socketio's `call` does not do); answers pings."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.next_id = 0
+        self.waiters: dict[int, asyncio.Future] = {}
+        self.reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def open(cls, ws_url: str, token: str, **connect_kwargs) -> "AckingSocket":
+        ws = await ws_connect(ws_url, max_size=None, **connect_kwargs)
+        assert (await ws.recv()).startswith("0{")
+        await ws.send("40" + json.dumps({"token": token}))
+        reply = await ws.recv()
+        assert reply.startswith("40{"), reply
+        return cls(ws)
+
+    async def _read(self):
+        try:
+            async for text in self.ws:
+                if text == "2":
+                    await self.ws.send("3")
+                elif text.startswith("43"):
+                    i = 2
+                    while text[i].isdigit():
+                        i += 1
+                    fut = self.waiters.pop(int(text[2:i]), None)
+                    if fut and not fut.done():
+                        fut.set_result(json.loads(text[i:])[0])
+        except ConnectionClosed:
+            pass
+        finally:
+            for fut in self.waiters.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError("relay went away"))
+
+    async def call(self, event: str, data: dict, timeout: float = 30) -> dict:
+        self.next_id += 1
+        fut = asyncio.get_running_loop().create_future()
+        self.waiters[self.next_id] = fut
+        await self.ws.send(f"42{self.next_id}" + json.dumps([event, data]))
+        return await asyncio.wait_for(fut, timeout)
+
+    async def close(self):
+        await self.ws.close()
+        self.reader.cancel()
+
+
+
 class RawSocket:
     """A raw WebSocket to the relay, speaking Engine.IO by hand."""
 

@@ -46,6 +46,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def cli_at(port: int, *args) -> str:
+    """redis-cli against 127.0.0.1:`port`; its output, or "" when it failed (a node that is down)."""
+    out = subprocess.run([_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(port), *map(str, args)],
+                         capture_output=True, text=True, timeout=10)
+    return out.stdout if out.returncode == 0 else ""
+
+
 def _binary(name: str) -> str:
     path = shutil.which(name)
     assert path, f"{name} is not installed: run scripts/test.sh (CI installs Debian's redis-server)"
@@ -188,15 +195,10 @@ class RedisClusterServers:
                               "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, f"cluster create failed: {out.stdout}{out.stderr}"
         deadline = time.monotonic() + 30
-        while not all("cluster_state:ok" in self._cli_port(n.port, "CLUSTER", "INFO") for n in self.nodes):
+        while not all("cluster_state:ok" in cli_at(n.port, "CLUSTER", "INFO") for n in self.nodes):
             assert time.monotonic() < deadline, "the cluster did not reach cluster_state:ok"
             time.sleep(0.05)
         return self
-
-    def _cli_port(self, port: int, *args) -> str:
-        out = subprocess.run([_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(port), *map(str, args)],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout if out.returncode == 0 else ""
 
     def running(self) -> list[RedisServer]:
         return [n for n in self.nodes if n.proc and n.proc.poll() is None]
@@ -207,8 +209,8 @@ class RedisClusterServers:
         assert alive, "no cluster node is running"
         if key is None:
             return alive[0].port
-        slot = int(self._cli_port(alive[0].port, "CLUSTER", "KEYSLOT", key).strip())
-        for line in self._cli_port(alive[0].port, "CLUSTER", "NODES").splitlines():
+        slot = int(cli_at(alive[0].port, "CLUSTER", "KEYSLOT", key).strip())
+        for line in cli_at(alive[0].port, "CLUSTER", "NODES").splitlines():
             fields = line.split()
             if len(fields) < 9 or "master" not in fields[2] or "fail" in fields[2]:
                 continue
@@ -237,7 +239,7 @@ class RedisClusterServers:
 
     def _collect(self):
         for n in self.running():
-            for line in self._cli_port(n.port, "INFO", "errorstats").splitlines():
+            for line in cli_at(n.port, "INFO", "errorstats").splitlines():
                 if line.startswith("errorstat_") and ":count=" in line:
                     name, count = line[len("errorstat_"):].split(":count=", 1)
                     self.errors[name] = self.errors.get(name, 0) + int(count.strip())
@@ -291,18 +293,13 @@ class RedisSentinelServers:
             self.sentinels.append(subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL,
                                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
         deadline = time.monotonic() + 30
-        while not all(str(self.replicas[-1].port) in self._cli(p, "SENTINEL", "replicas", "relay") for p in self.sentinel_ports):
+        while not all(str(self.replicas[-1].port) in cli_at(p, "SENTINEL", "replicas", "relay") for p in self.sentinel_ports):
             assert time.monotonic() < deadline, "the sentinels did not see the replicas"
             time.sleep(0.05)
         return self
 
-    def _cli(self, port: int, *args) -> str:
-        out = subprocess.run([_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(port), *map(str, args)],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout if out.returncode == 0 else ""
-
     def current_master_port(self) -> int | None:
-        lines = self._cli(self.sentinel_ports[0], "SENTINEL", "get-master-addr-by-name", "relay").split()
+        lines = cli_at(self.sentinel_ports[0], "SENTINEL", "get-master-addr-by-name", "relay").split()
         return int(lines[-1]) if lines and lines[-1].isdigit() else None
 
     def kill_master(self) -> RedisServer:

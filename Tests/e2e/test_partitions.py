@@ -38,12 +38,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 import netns
 from faultproxy import BLACKHOLE, PASS, FaultProxy, delay, stall
-from helpers import ADMIN_KEY, API_KEY, JWT_SECRET, TIMEOUT, Clients, http, mint_token, relay_binary, run
+from helpers import ADMIN_KEY, API_KEY, JWT_SECRET, TIMEOUT, AckingSocket, Clients, http, mint_token, relay_binary, run
 from recovery_helpers import RawSessions, parse_offset
 
 HEARTBEAT_MS = 500  # a node silent for 3 heartbeats (1.5 s) is presumed dead
@@ -383,48 +382,19 @@ class ReceiptWriter:
         self.refused: list[dict] = []
         self.timeouts = 0
         self.n = 0
-        self.waiters: dict[int, asyncio.Future] = {}
-        self.next_id = 0
-        self.ws = None
-        self.reader: asyncio.Task | None = None
+        self.socket: AckingSocket | None = None
         self.task: asyncio.Task | None = None
         self.stop = asyncio.Event()
 
     async def open(self) -> "ReceiptWriter":
-        self.ws = await ws_connect(self.node.ws_url, max_size=None, proxy=None, open_timeout=TIMEOUT)
-        assert (await self.ws.recv()).startswith("0{")
-        await self.ws.send("40" + json.dumps({"token": mint_token(self.user)}))
-        assert (await self.ws.recv()).startswith("40{")
-        self.reader = asyncio.create_task(self._read())
+        self.socket = await AckingSocket.open(self.node.ws_url, mint_token(self.user), proxy=None, open_timeout=TIMEOUT)
         ack = await self.call("room:join", {"room": self.room})
         assert ack.get("ok"), ack
         return self
 
-    async def _read(self):
-        try:
-            async for text in self.ws:
-                if text == "2":
-                    await self.ws.send("3")
-                elif text.startswith("43"):
-                    i = 2
-                    while text[i].isdigit():
-                        i += 1
-                    fut = self.waiters.pop(int(text[2:i]), None)
-                    if fut and not fut.done():
-                        fut.set_result(json.loads(text[i:])[0])
-        except ConnectionClosed:
-            pass
-        finally:
-            for fut in self.waiters.values():
-                if not fut.done():
-                    fut.set_exception(ConnectionError("socket closed"))
-
     async def call(self, event: str, data: dict, timeout: float = 30) -> dict:
-        self.next_id += 1
-        fut = asyncio.get_running_loop().create_future()
-        self.waiters[self.next_id] = fut
-        await self.ws.send(f"42{self.next_id}" + json.dumps([event, data]))
-        return await asyncio.wait_for(fut, timeout)
+        assert self.socket is not None
+        return await self.socket.call(event, data, timeout)
 
     async def _one(self, message_id: str):
         try:
@@ -463,10 +433,8 @@ class ReceiptWriter:
             await asyncio.wait_for(self.task, 40)
 
     async def close(self):
-        if self.ws is not None:
-            await self.ws.close()
-        if self.reader is not None:
-            self.reader.cancel()
+        if self.socket is not None:
+            await self.socket.close()
 
 
 async def synced_receipts(node: Node, author: str) -> list[dict]:

@@ -10,17 +10,15 @@ HTTP API. Receipts acked in earlier cycles are sent again to check idempotency a
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import signal
 
 import aiohttp
-from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidMessage
 
 from conftest import RelayProcess
-from helpers import API_KEY, mint_token, run
+from helpers import API_KEY, AckingSocket, mint_token, run
 
 CYCLES = 3
 WRITERS = 8
@@ -31,56 +29,16 @@ ROOM = "conversation:crash"
 RELAY_FLAGS = ["--events-per-second", "100000", "--event-burst", "100000", "--rate", "receipt=100000:100000"]
 
 
-class RawClient:
-    """A minimal Socket.IO-over-WebSocket client that pipelines events with ack ids."""
-
-    def __init__(self, ws):
-        self.ws = ws
-        self.next_id = 0
-        self.waiters: dict[int, asyncio.Future] = {}
-        self.reader = asyncio.create_task(self._read())
+class RawClient(AckingSocket):
+    """A pipelining Socket.IO client that has joined ROOM."""
 
     @classmethod
     async def connect(cls, port: int, user: str) -> "RawClient":
-        ws = await ws_connect(f"ws://127.0.0.1:{port}/socket.io/?EIO=4&transport=websocket", max_size=None)
-        assert (await ws.recv()).startswith("0{")
-        await ws.send("40" + json.dumps({"token": mint_token(user, rooms=["conversation:*"])}))
-        reply = await ws.recv()
-        assert reply.startswith("40{"), reply
-        client = cls(ws)
+        client = await cls.open(f"ws://127.0.0.1:{port}/socket.io/?EIO=4&transport=websocket",
+                                mint_token(user, rooms=["conversation:*"]))
         ack = await client.call("room:join", {"room": ROOM})
         assert ack["ok"], ack
         return client
-
-    async def _read(self):
-        try:
-            async for text in self.ws:
-                if text == "2":
-                    await self.ws.send("3")
-                elif text.startswith("43"):
-                    i = 2
-                    while text[i].isdigit():
-                        i += 1
-                    fut = self.waiters.pop(int(text[2:i]), None)
-                    if fut and not fut.done():
-                        fut.set_result(json.loads(text[i:])[0])
-        except ConnectionClosed:
-            pass
-        finally:
-            for fut in self.waiters.values():
-                if not fut.done():
-                    fut.set_exception(ConnectionError("relay went away"))
-
-    async def call(self, event: str, data: dict, timeout: float = 30) -> dict:
-        self.next_id += 1
-        fut = asyncio.get_running_loop().create_future()
-        self.waiters[self.next_id] = fut
-        await self.ws.send(f"42{self.next_id}" + json.dumps([event, data]))
-        return await asyncio.wait_for(fut, timeout)
-
-    async def close(self):
-        await self.ws.close()
-        self.reader.cancel()
 
 
 def receipt(cycle: int, writer: int, n: int) -> tuple[str, str, str]:

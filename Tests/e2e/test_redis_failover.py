@@ -11,8 +11,6 @@ agree within SETTLE_BOUND_S after that."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 
 import pytest
 
