@@ -26,14 +26,15 @@ os.environ["no_proxy"] = "127.0.0.1,localhost"
 
 STARTUP_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
-LISTENING = re.compile(r"relay listening on 127\.0\.0\.1:(\d+)")
 
 
 class RelayProcess:
     """One relay process, its port and its log."""
 
-    def __init__(self, workdir: Path, extra_args: list[str]):
+    def __init__(self, workdir: Path, extra_args: list[str], host: str = "127.0.0.1"):
         self.workdir = workdir
+        self.host = host
+        self._listening_line = re.compile(rf"relay listening on {re.escape(host)}:(\d+)")
         self.extra_args = [str(a) for a in extra_args]
         self.log_path = workdir / "relay.log"
         self.port: int | None = None
@@ -47,7 +48,7 @@ class RelayProcess:
     def args(self) -> list[str]:
         return [
             relay_binary(),
-            "--host", "127.0.0.1",
+            "--host", self.host,
             "--port", "0",
             "--jwt-secret", JWT_SECRET,
             "--api-key", API_KEY,
@@ -58,11 +59,11 @@ class RelayProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/socket.io/?EIO=4&transport=websocket"
+        return f"ws://{self.host}:{self.port}/socket.io/?EIO=4&transport=websocket"
 
     def log(self) -> str:
         with self._lock:
@@ -78,7 +79,7 @@ class RelayProcess:
                 with self._lock:
                     self._lines.append(line)
                 if self.port is None:
-                    m = LISTENING.search(line)
+                    m = self._listening_line.search(line)
                     if m:
                         self.port = int(m.group(1))
                         self._listening.set()
@@ -91,18 +92,20 @@ class RelayProcess:
             pytest.fail(
                 f"relay binary not found at {binary}: build it with `swift build` "
                 "(or run scripts/test.sh), or point RELAY_BIN at it", pytrace=False)
-        self.proc = subprocess.Popen(
-            self.args, cwd=self.workdir, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.proc = self._spawn(self.args)
         self._reader = threading.Thread(target=self._read_output, name=f"relay-log-{self.proc.pid}", daemon=True)
         self._reader.start()
         if not self._listening.wait(STARTUP_TIMEOUT) or self.port is None:
             self.stop()
             pytest.fail(
-                f"relay did not report `relay listening on 127.0.0.1:PORT` within {STARTUP_TIMEOUT:.0f} s "
+                f"relay did not report `relay listening on {self.host}:PORT` within {STARTUP_TIMEOUT:.0f} s "
                 f"(exit code {self.proc.returncode}); command: {' '.join(self.args)}\n--- relay log ---\n{self.log()}",
                 pytrace=False)
         return self
+
+    def _spawn(self, args: list[str]) -> subprocess.Popen:
+        """Starts the process (a subclass may start it elsewhere, e.g. in a network namespace)."""
+        return subprocess.Popen(args, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
         proc = self.proc

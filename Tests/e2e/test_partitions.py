@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import shutil
 import subprocess
 import threading
@@ -41,8 +39,9 @@ from aiohttp import web
 from websockets.exceptions import ConnectionClosed
 
 import netns
+from conftest import RelayProcess
 from faultproxy import BLACKHOLE, PASS, FaultProxy, delay, stall
-from helpers import ADMIN_KEY, API_KEY, JWT_SECRET, TIMEOUT, AckingSocket, Clients, http, mint_token, relay_binary, run
+from helpers import ADMIN_KEY, TIMEOUT, AckingSocket, Clients, http, mint_token, run
 from recovery_helpers import RawSessions, parse_offset
 
 HEARTBEAT_MS = 500  # a node silent for 3 heartbeats (1.5 s) is presumed dead
@@ -69,73 +68,19 @@ SETTLE_S = 3.0  # after convergence: time for a late duplicate to show up
 # Processes in namespaces
 
 
-class Node:
+class Node(RelayProcess):
     """A relay node in a namespace, listening on its client link's address."""
 
     def __init__(self, lab: netns.NetLab, ns: str, host: str, workdir: Path, name: str, redis_url: str, extra: list[str],
                  heartbeat_ms: int = HEARTBEAT_MS):
-        self.lab, self.ns, self.host, self.workdir, self.name = lab, ns, host, workdir, name
+        workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(workdir, ["--redis", redis_url, "--node-id", name, "--cluster-heartbeat-ms", str(heartbeat_ms), *extra], host=host)
+        self.lab, self.ns, self.name = lab, ns, name
         self.heartbeat_ms = heartbeat_ms
-        self.redis_url = redis_url
-        self.extra = [str(a) for a in extra]
-        self.port: int | None = None
-        self.proc: subprocess.Popen | None = None
-        self._lines: list[str] = []
-        self._lock = threading.Lock()
-        self._listening = threading.Event()
 
-    @property
-    def argv(self) -> list[str]:
-        return [relay_binary(), "--host", self.host, "--port", "0", "--jwt-secret", JWT_SECRET, "--api-key", API_KEY,
-                "--admin-key", ADMIN_KEY, "--db", str(self.workdir / "relay.sqlite"), "--redis", self.redis_url,
-                "--node-id", self.name, "--cluster-heartbeat-ms", str(self.heartbeat_ms), *self.extra]
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://{self.host}:{self.port}/socket.io/?EIO=4&transport=websocket"
-
-    def log(self) -> str:
-        with self._lock:
-            return "".join(self._lines)
-
-    def _read(self) -> None:
-        pattern = re.compile(rf"relay listening on {re.escape(self.host)}:(\d+)")
-        with open(self.workdir / "relay.log", "w", encoding="utf-8") as f:
-            for raw in self.proc.stdout:
-                line = raw.decode("utf-8", "replace")
-                f.write(line)
-                f.flush()
-                with self._lock:
-                    self._lines.append(line)
-                if self.port is None and (m := pattern.search(line)):
-                    self.port = int(m.group(1))
-                    self._listening.set()
-        self._listening.set()
-
-    def start(self) -> "Node":
-        if not os.access(relay_binary(), os.X_OK):
-            pytest.fail(f"relay binary not found at {relay_binary()}: build it with `swift build`", pytrace=False)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = self.lab.popen(self.ns, self.argv, cwd=self.workdir, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        threading.Thread(target=self._read, daemon=True, name=f"log-{self.name}").start()
-        if not self._listening.wait(30) or self.port is None:
-            self.stop()
-            pytest.fail(f"{self.name} did not start:\n{self.log()}", pytrace=False)
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+    def _spawn(self, args: list[str]) -> subprocess.Popen:
+        return self.lab.popen(self.ns, args, cwd=self.workdir, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
