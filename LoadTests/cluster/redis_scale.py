@@ -182,11 +182,13 @@ def run_once(args, kind: str, round_: int, out: Path) -> dict:
         setup_start = {pid: cpu_seconds(pid) for pid in redis_pids}
         gen = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         before = after = None
+        setup_stats: dict = {}
         deadline = time.time() + args.duration + 600
         while gen.poll() is None and time.time() < deadline:
             state = phase.read_text().strip() if phase.exists() else ""
             if state == "measuring" and before is None:
                 before = ({pid: cpu_seconds(pid) for pid in pids}, time.time())
+                setup_stats = commandstats(url)
             if state == "done" and after is None and before is not None:
                 after = ({pid: cpu_seconds(pid) for pid in pids}, time.time())
             time.sleep(0.02)
@@ -215,7 +217,17 @@ def run_once(args, kind: str, round_: int, out: Path) -> dict:
                 "p99_ms": report.get("latency_p99_ms"),
                 "missing": max(0, (report.get("expected_deliveries_min") or 0) - deliveries),
             })
-        result["commandstats"] = commandstats(url)
+        end_stats = commandstats(url)
+        if before:
+            # What setting up the sockets sent (connects, joins) and what the measured window did.
+            result["setup_commands_per_socket"] = {k: round(v["calls"] / max(1, report.get("sockets", 0) or 0), 2)
+                                                   for k, v in setup_stats.items() if v["calls"]}
+            result["window_commands_per_message"] = {
+                k: round((v["calls"] - setup_stats.get(k, {"calls": 0})["calls"]) / max(1, report.get("sent", 0) or 0), 3)
+                for k, v in end_stats.items() if v["calls"] - setup_stats.get(k, {"calls": 0})["calls"] > 0}
+            result["window_usec_per_message_by_command"] = {
+                k: round((v["usec"] - setup_stats.get(k, {"usec": 0})["usec"]) / max(1, report.get("sent", 0) or 0), 2)
+                for k, v in end_stats.items() if v["usec"] - setup_stats.get(k, {"usec": 0})["usec"] > 0}
         (out / f"{kind}-{round_}-{args.rate:.0f}.json").write_text(json.dumps(result, indent=2))
         return result
     finally:
