@@ -45,6 +45,8 @@ public final class RedisClient: @unchecked Sendable {
 
     // Loop-confined state.
     private var links: [RedisEndpoint.Address: RedisNodeLink] = [:]
+    /// Links being made: a second caller waits for the same one.
+    private var connecting: [RedisEndpoint.Address: EventLoopFuture<RedisNodeLink>] = [:]
     private var slotMap = RedisSlotMap()
     private var topology = Topology.unknown
     private var up = false
@@ -329,12 +331,14 @@ public final class RedisClient: @unchecked Sendable {
 
     // MARK: Topology
 
+    /// A live link to `address`: the one there is, the one being made, or a new one.
     private func connectLink(_ address: RedisEndpoint.Address) -> EventLoopFuture<RedisNodeLink> {
         if let link = links[address], link.isUp { return eventLoop.makeSucceededFuture(link) }
+        if let pending = connecting[address] { return pending }
         links[address]?.close()
         let link = RedisNodeLink(address: address, eventLoop: eventLoop)
         links[address] = link
-        return link.connect(
+        let future = link.connect(
             password: endpoint.password, database: topology == .cluster ? 0 : endpoint.database, timeout: options.connectTimeout,
             onPush: { [weak self] value in self?.handleSubscriberMessage(value, from: address) },
             onClosed: { [weak self] link in self?.linkClosed(link) }
@@ -342,6 +346,9 @@ public final class RedisClient: @unchecked Sendable {
             if self.links[address] === link { self.links.removeValue(forKey: address) }
             throw error
         }
+        connecting[address] = future
+        future.whenComplete { _ in self.connecting.removeValue(forKey: address) }
+        return future
     }
 
     private func linkClosed(_ link: RedisNodeLink) {
