@@ -1268,6 +1268,9 @@ async def main(args) -> int:
         "no_crash": not any(crashes.values()) and not redis_crashes,
         "graceful_shutdown_exit_0": all(c == 0 for c in exit_codes.values()),
         "every_acked_receipt_present": receipts["missing"] == 0 and receipts["acked"] > 0,
+        # Replicated to the other node too, Redis kill -9s included (#31: a node replays what a
+        # Redis that lost its data had accepted).
+        "every_acked_receipt_on_every_node": receipts["not_replicated_to_peer"] == 0 and receipts["acked"] > 0,
         "ack_ids_match_db": receipts["id_mismatch"] == 0,
         "final_rss_within_10_percent": all(v["ok"] for v in rss.values()),
     }
