@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-DIRS=(Sources/RelayCore Sources/RelayServer/Auth Sources/RelayServer/Connection Sources/RelayServer/WebSocket Sources/RelayServer/HTTP Sources/RelayServer/HTTPTypes Sources/RelayServer/Compression Sources/RelayServer/Polling Sources/RelayBackends Sources/RelayServer/Delivery Sources/RelayServer/Registry Sources/RelayServer/Rooms Sources/RelayServer/Presence Sources/RelayServer/Recovery Sources/RelayServer/Timers Sources/RelayCluster Sources/RelayServer/Webhooks)
+DIRS=(Sources/RelayCore Sources/RelayServer/Auth Sources/RelayServer/Connection Sources/RelayServer/WebSocket Sources/RelayServer/HTTP Sources/RelayServer/HTTPTypes Sources/RelayServer/Compression Sources/RelayServer/Polling Sources/RelayBackends Sources/RelayServer/Delivery Sources/RelayServer/Registry Sources/RelayServer/Rooms Sources/RelayServer/Presence Sources/RelayServer/Recovery Sources/RelayServer/Timers Sources/RelayCluster Sources/RelayRedis Sources/RelayServer/Webhooks)
 for d in "${DIRS[@]}"; do [ -d "$d" ] || { echo "check-traps: $d is gone: update DIRS" >&2; exit 1; }; done
 PATTERN='try!|as!|[]A-Za-z0-9_)]!([^=]|$)|fatalError\(|preconditionFailure\('
 

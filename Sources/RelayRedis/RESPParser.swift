@@ -61,8 +61,7 @@ public struct RESPParser: Sendable {
             guard let n = try integer(&buffer) else { return nil }
             if n == -1 { return .null }
             guard n >= 0, n <= maxBulkLength else { throw .invalidLength }
-            guard buffer.readableBytes >= Int(n) + 2 else { return nil }
-            let slice = buffer.readSlice(length: Int(n))!
+            guard buffer.readableBytes >= Int(n) + 2, let slice = buffer.readSlice(length: Int(n)) else { return nil }
             buffer.moveReaderIndex(forwardBy: 2)
             switch type {
             case UInt8(ascii: "="): return .verbatim(String(String(buffer: slice).dropFirst(4)))

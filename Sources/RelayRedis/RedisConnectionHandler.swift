@@ -31,7 +31,13 @@ final class RedisConnectionHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var incoming = unwrapInboundIn(data)
-        if buffer == nil { buffer = incoming } else { buffer!.writeBuffer(&incoming) }
+        if var held = buffer {
+            buffer = nil  // one reference while it grows: no copy
+            held.writeBuffer(&incoming)
+            buffer = held
+        } else {
+            buffer = incoming
+        }
         do {
             while var b = buffer, let value = try parser.parse(&b) {
                 buffer = b
