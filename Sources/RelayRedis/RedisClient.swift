@@ -447,7 +447,7 @@ public final class RedisClient: @unchecked Sendable {
         if let master = endpoint.sentinelMaster {
             return askSentinels(for: master, from: endpoint.addresses[...]).flatMap { address in
                 self.connectLink(address).flatMap { link in
-                    link.send(["ROLE"]).flatMapThrowing { role in
+                    self.ask(link, ["ROLE"]).flatMapThrowing { role in
                         // A sentinel may name a master that has not finished its promotion yet.
                         guard role.elements?.first?.string == "master" else { throw RESPError.server("not a master yet") }
                         self.topology = .sentinel
@@ -465,7 +465,7 @@ public final class RedisClient: @unchecked Sendable {
     private func askForSlots(_ candidates: ArraySlice<RedisEndpoint.Address>) -> EventLoopFuture<RedisSlotMap> {
         guard let address = candidates.first else { return eventLoop.makeFailedFuture(RESPError.unavailable) }
         return connectLink(address).flatMap { link in
-            link.send(["CLUSTER", "SLOTS"]).flatMapThrowing { reply -> RedisSlotMap in
+            self.ask(link, ["CLUSTER", "SLOTS"]).flatMapThrowing { reply -> RedisSlotMap in
                 guard let map = RedisSlotMap(clusterSlots: reply, answeredBy: address), !map.masters.isEmpty else {
                     throw RESPError.server("no cluster slot map")
                 }
@@ -480,6 +480,21 @@ public final class RedisClient: @unchecked Sendable {
                 return self.eventLoop.makeFailedFuture(error)
             }
         }.flatMapError { _ in self.askForSlots(candidates.dropFirst()) }
+    }
+
+    /// A topology question on one link, bounded by the command timeout: a server that does not
+    /// answer is treated as gone (so a refresh can never wait forever).
+    private func ask(_ link: RedisNodeLink, _ args: [String]) -> EventLoopFuture<RESPValue> {
+        let promise = eventLoop.makePromise(of: RESPValue.self)
+        let timer = eventLoop.scheduleTask(in: options.commandTimeout) {
+            promise.fail(RESPError.unavailable)
+            self.stalled(link)
+        }
+        link.send(args).whenComplete { result in
+            timer.cancel()
+            promise.completeWith(result)
+        }
+        return promise.futureResult
     }
 
     /// `SENTINEL get-master-addr-by-name` of each sentinel in turn, on a connection of its own.

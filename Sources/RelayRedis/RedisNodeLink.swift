@@ -45,7 +45,9 @@ final class RedisNodeLink: @unchecked Sendable {
                     }
                 }
             }
-            return self.handshake(password: password, database: database)
+            // A server that accepts but never answers: the handshake is bounded too.
+            let timer = loop.scheduleTask(in: timeout) { self.close() }
+            return self.handshake(password: password, database: database).always { _ in timer.cancel() }
         }.map {
             self.isUp = !self.closed
         }.flatMapErrorThrowing { error in
@@ -73,15 +75,24 @@ final class RedisNodeLink: @unchecked Sendable {
             RESPParser.encodeCommand(["ASKING"], into: &ask)
             channel.write(RedisConnectionHandler.RedisRequest(bytes: ask, promise: eventLoop.makePromise(of: RESPValue.self)), promise: nil)
         }
-        let promise = eventLoop.makePromise(of: RESPValue.self)
-        channel.writeAndFlush(RedisConnectionHandler.RedisRequest(bytes: bytes, promise: promise), promise: nil)
-        return promise.futureResult
+        return Self.write(bytes, to: channel, on: eventLoop)
     }
 
     func send(_ args: [String]) -> EventLoopFuture<RESPValue> {
         var bytes = ByteBufferAllocator().buffer(capacity: 64)
         RESPParser.encodeCommand(args, into: &bytes)
         return send(bytes)
+    }
+
+    /// Writes a request whose promise is failed if the write itself fails (a channel that
+    /// closed meanwhile never hands the request to the handler, which would otherwise never
+    /// answer it).
+    static func write(_ bytes: ByteBuffer, to channel: any Channel, on loop: any EventLoop) -> EventLoopFuture<RESPValue> {
+        let promise = loop.makePromise(of: RESPValue.self)
+        let written = loop.makePromise(of: Void.self)
+        written.futureResult.whenFailure { promise.fail($0) }
+        channel.writeAndFlush(RedisConnectionHandler.RedisRequest(bytes: bytes, promise: promise), promise: written)
+        return promise.futureResult
     }
 
     /// A fire-and-forget command on the subscriber connection.
@@ -106,9 +117,7 @@ final class RedisNodeLink: @unchecked Sendable {
     private func raw(_ channel: any Channel, _ args: [String]) -> EventLoopFuture<RESPValue> {
         var bytes = ByteBufferAllocator().buffer(capacity: 64)
         RESPParser.encodeCommand(args, into: &bytes)
-        let promise = eventLoop.makePromise(of: RESPValue.self)
-        channel.writeAndFlush(RedisConnectionHandler.RedisRequest(bytes: bytes, promise: promise), promise: nil)
-        return promise.futureResult
+        return Self.write(bytes, to: channel, on: eventLoop)
     }
 
     private func handshake(password: String?, database: Int) -> EventLoopFuture<Void> {
