@@ -48,6 +48,10 @@ public final class RedisClient: @unchecked Sendable {
     /// Links being made: a second caller waits for the same one.
     private var connecting: [RedisEndpoint.Address: EventLoopFuture<RedisNodeLink>] = [:]
     private var slotMap = RedisSlotMap()
+    /// The map was read since the last master was lost: a map from before is not trusted, even
+    /// when links to the same addresses are up again (a Redis restarted empty on the same ports
+    /// is not the cluster that map described).
+    private var mapConfirmed = false
     private var topology = Topology.unknown
     private var up = false
     private var stopped = false
@@ -359,6 +363,7 @@ public final class RedisClient: @unchecked Sendable {
             confirmed.remove(channel)
         }
         if slotMap.masters.contains(link.address) {
+            mapConfirmed = false
             logger.warning("redis link down", metadata: ["endpoint": "\(link.address)"])
             evaluate()
             scheduleRefresh(after: .zero)
@@ -381,7 +386,12 @@ public final class RedisClient: @unchecked Sendable {
             return EventLoopFuture.andAllComplete(connects, on: self.eventLoop)
         }.whenComplete { result in
             self.refreshing = false
-            if case .failure(let error) = result { self.logger.debug("redis topology not found", metadata: ["error": "\(error)"]) }
+            switch result {
+            case .success: self.mapConfirmed = true
+            case .failure(let error):
+                self.mapConfirmed = false
+                self.logger.debug("redis topology not found", metadata: ["error": "\(error)"])
+            }
             self.evaluate()
             if self.up { self.placeSubscriptions(Array(self.channels)) }
             if self.refreshAgain {
@@ -425,7 +435,7 @@ public final class RedisClient: @unchecked Sendable {
 
     /// Up when every slot has a master with a live link.
     private func evaluate() {
-        let now = slotMap.coversEverySlot && slotMap.masters.allSatisfy { links[$0]?.isUp == true }
+        let now = mapConfirmed && slotMap.coversEverySlot && slotMap.masters.allSatisfy { links[$0]?.isUp == true }
         topologyFlag.withLockedValue { $0 = topology }
         guard now != up else { return }
         up = now

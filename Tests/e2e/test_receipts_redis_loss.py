@@ -22,15 +22,15 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 from pathlib import Path
 
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidMessage
+from websockets.exceptions import ConnectionClosed
 
 from conftest import RelayProcess
 from helpers import ADMIN_KEY, http, run
+from redis_servers import free_port
 from test_receipts_crash import ROOM, RawClient
 
 CYCLES = 4
@@ -44,12 +44,6 @@ SETTLE_SECONDS = 45.0              # every acked receipt on every node within th
 HEARTBEAT_MS = 200
 RELAY_FLAGS = ["--events-per-second", "100000", "--event-burst", "100000", "--rate", "receipt=100000:100000",
                "--cluster-heartbeat-ms", str(HEARTBEAT_MS)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Redis:
