@@ -56,13 +56,20 @@ def free_port() -> int:
     low, _ = _ephemeral_range()
     for _ in range(1000):
         port = random.randrange(20000, max(20001, low))
+        # Never the same port twice in one run: a cluster picks a dozen at once, none bound yet.
+        if port in _handed_out:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _handed_out.add(port)
+        return port
     raise AssertionError("no free port below the ephemeral range")
+
+
+_handed_out: set[int] = set()
 
 
 def cli_at(port: int, *args) -> str:
