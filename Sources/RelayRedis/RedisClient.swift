@@ -301,9 +301,9 @@ public final class RedisClient: @unchecked Sendable {
     /// Channels in groups one (S)SUBSCRIBE may carry: one slot each in a cluster.
     private func commandGroups(_ names: [String]) -> [[String]] {
         guard topology == .cluster, shardedPubSub else { return names.isEmpty ? [] : [names.sorted()] }
-        return Dictionary(grouping: names, by: { RedisHashSlot.slot(of: $0) }).keys.sorted().compactMap { slot in
-            Dictionary(grouping: names, by: { RedisHashSlot.slot(of: $0) })[slot]?.sorted()
-        }
+        // Grouped once: a resubscription after a failover may carry every channel of the node.
+        let bySlot = Dictionary(grouping: names, by: { RedisHashSlot.slot(of: $0) })
+        return bySlot.keys.sorted().compactMap { bySlot[$0]?.sorted() }
     }
 
     private func handleSubscriberMessage(_ value: RESPValue, from address: RedisEndpoint.Address) {
