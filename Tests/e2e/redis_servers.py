@@ -98,10 +98,12 @@ class RedisServer:
     def server_args(self) -> list[str]:
         return ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
 
+    def _spawn(self, args: list[str]) -> subprocess.Popen:
+        """Starts the process (a subclass may start it elsewhere, e.g. in a network namespace)."""
+        return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
     def start(self) -> "RedisServer":
-        self.proc = subprocess.Popen(
-            [_binary("redis-server"), *self.server_args()],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = self._spawn([_binary("redis-server"), *self.server_args()])
         ready = threading.Event()
 
         def drain():

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -40,6 +38,7 @@ from websockets.exceptions import ConnectionClosed
 
 import netns
 from conftest import RelayProcess
+from redis_servers import RedisServer
 from faultproxy import BLACKHOLE, PASS, FaultProxy, delay, stall
 from helpers import ADMIN_KEY, TIMEOUT, AckingSocket, Clients, http, mint_token, run
 from recovery_helpers import RawSessions, parse_offset
@@ -86,41 +85,23 @@ class Node(RelayProcess):
         return self.proc is not None and self.proc.poll() is None
 
 
-class Redis:
+class Redis(RedisServer):
     """A redis-server inside the Redis namespace, bound to its end of every link."""
 
     def __init__(self, lab: netns.NetLab, ns: str, binds: list[str], workdir: Path):
-        self.lab, self.ns, self.binds, self.workdir = lab, ns, binds, workdir
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "Redis":
-        binary = shutil.which("redis-server")
-        assert binary, "redis-server is not installed (CI installs Debian's redis-server)"
+        super().__init__(REDIS_PORT, workdir)
+        self.lab, self.ns, self.binds = lab, ns, binds
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = self.lab.popen(self.ns, [binary, "--port", str(REDIS_PORT), "--bind", *self.binds, "127.0.0.1",
-                                             "--protected-mode", "no", "--save", "", "--appendonly", "no",
-                                             "--dir", str(self.workdir)],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        ready = threading.Event()
 
-        def drain():
-            for line in self.proc.stdout:
-                if b"Ready to accept connections" in line:
-                    ready.set()
-            ready.set()
+    def server_args(self) -> list[str]:
+        return ["--port", str(REDIS_PORT), "--bind", *self.binds, "127.0.0.1", "--protected-mode", "no",
+                "--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
 
-        threading.Thread(target=drain, daemon=True).start()
-        assert ready.wait(15) and self.proc.poll() is None, "redis-server did not start in its namespace"
-        return self
+    def _spawn(self, args: list[str]) -> subprocess.Popen:
+        return self.lab.popen(self.ns, args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
-    def cli(self, *args: str) -> str:
-        out = self.lab.run(self.ns, ["redis-cli", "-p", str(REDIS_PORT), *args])
-        return out.stdout
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+    def cli(self, *args: str, key: str | None = None) -> str:
+        return self.lab.run(self.ns, ["redis-cli", "-p", str(REDIS_PORT), *args]).stdout
 
 
 class Receiver:
