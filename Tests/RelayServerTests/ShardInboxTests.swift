@@ -48,6 +48,46 @@ final class ShardInboxTests: XCTestCase {
         XCTAssertEqual(shard.pendingDeliveries, 0)
     }
 
+    /// A stamped event published on the loop keeps its local delivery inline only when nothing
+    /// can be ahead of it there: the inbox is empty and no batch runs. It runs when the publish
+    /// ends (after the broker's lock), before any task posted meanwhile.
+    func testAStampedDeliveryRunsInlineOnlyWhenNothingIsAheadOfIt() {
+        let loop = EmbeddedEventLoop()
+        let shard = LoopPartition(index: 0, eventLoop: loop, metrics: RelayMetrics())
+        let alice = RecordingSink(1)
+        shard.add(alice, user: "alice")
+        shard.join(room: "r", alice)
+        // Not inside a publish: never kept.
+        XCTAssertFalse(shard.keepInline(.room("r", message("0"), excludeConnection: nil, excludeUser: nil)))
+
+        let previous = shard.beginInlinePublish()
+        XCTAssertTrue(shard.keepInline(.room("r", message("1"), excludeConnection: nil, excludeUser: nil)))
+        XCTAssertFalse(shard.keepInline(.room("r", message("x"), excludeConnection: nil, excludeUser: nil)), "one slot per publish")
+        XCTAssertEqual(alice.received, [], "kept until the publish ends")
+        shard.endInlinePublish(previous)
+        XCTAssertEqual(alice.received, ["1"], "ran when the publish ended, without a task")
+
+        // An earlier delivery waits in the inbox: a later one of the stream must not overtake it.
+        shard.post(.room("r", message("2"), excludeConnection: nil, excludeUser: nil))
+        let again = shard.beginInlinePublish()
+        XCTAssertFalse(shard.keepInline(.room("r", message("3"), excludeConnection: nil, excludeUser: nil)))
+        shard.post(.room("r", message("3"), excludeConnection: nil, excludeUser: nil))
+        shard.endInlinePublish(again)
+        loop.run()
+        XCTAssertEqual(alice.received, ["1", "2", "3"])
+    }
+
+    /// From a thread that is not the partition's loop nothing is kept inline.
+    func testAStampedDeliveryFromAnotherThreadIsPosted() throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let shard = LoopPartition(index: 0, eventLoop: group.next(), metrics: RelayMetrics())
+        let kept = try shard.eventLoop.submit { shard.beginInlinePublish() }.wait()
+        XCTAssertFalse(kept)
+        XCTAssertFalse(shard.keepInline(.user("alice", message("1"))), "the caller is not on the partition's loop")
+        try shard.eventLoop.submit { shard.endInlinePublish(kept) }.wait()
+    }
+
     /// A batch flushes the sockets it wrote to when it ends, in the same task: a task queued on
     /// the loop while the batch ran finds them flushed already (no second task walks them).
     func testABatchFlushesItsSocketsBeforeTheLoopRunsAnythingElse() {

@@ -49,6 +49,21 @@ public enum JSONWriter {
     private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
     public static func writeString(_ s: String, into out: inout [UInt8]) {
+        // Most strings (names, rooms, ids) need no escape: copied in one go.
+        var s = s
+        let plain = s.withUTF8 { bytes -> Bool in
+            for b in bytes where b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { return false }
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: bytes)
+            out.append(UInt8(ascii: "\""))
+            return true
+        }
+        if plain { return }
+        writeEscaped(s, into: &out)
+    }
+
+    /// A string with characters JSON escapes, byte by byte.
+    private static func writeEscaped(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for b in s.utf8 {
             switch b {

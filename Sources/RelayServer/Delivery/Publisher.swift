@@ -76,6 +76,9 @@ public final class Publisher: Sendable {
         encoded.origin = audience.origin
         let message = encoded
         let routing = Routing(excludeUser: excludeUser, window: window)
+        let here = localPartition()
+        let previous = here?.beginInlinePublish()
+        defer { if let here, let previous { here.endInlinePublish(previous) } }
         broker.publish(message.publication, to: .room(room), routing: routing, recoverable: recoverable) { [self] offset in
             if let window { return windows.hold(.room(room), message, routing: routing, window: window) }
             let stamped = withOffsetVariant(message.at(.room(room), offset), clients: audience.clients)
@@ -183,11 +186,16 @@ public final class Publisher: Sendable {
             let partition = loops[p]
             if inline && local == nil && partition.eventLoop.inEventLoop {
                 local = partition
-            } else {
+            } else if inline || !partition.keepInline(delivery) {
                 partition.post(delivery)
             }
         }
         return local
+    }
+
+    /// The partition of the calling thread's loop, when it is one of the relay's.
+    private func localPartition() -> LoopPartition? {
+        loops.first { $0.eventLoop.inEventLoop }
     }
 
     // MARK: From other nodes
