@@ -35,6 +35,37 @@ public struct RoomRegistry: Sendable {
         var members: [ConnectionID: Member] = [:]
         var devicesByUser: [String: Int] = [:]
         var partitionCounts: [Int: Int] = [:]
+        /// The keys of `partitionCounts`, ascending: read by every publish (shared, not
+        /// allocated and sorted each time), changed only when a partition gains its first member
+        /// or loses its last.
+        var partitions: [Int] = []
+
+        mutating func add(_ member: Member, connection: ConnectionID) -> Int {
+            members[connection] = member
+            let devices = (devicesByUser[member.user] ?? 0) + 1
+            devicesByUser[member.user] = devices
+            let count = (partitionCounts[member.partition] ?? 0) + 1
+            partitionCounts[member.partition] = count
+            if count == 1 {
+                let at = partitions.firstIndex { $0 > member.partition } ?? partitions.endIndex
+                partitions.insert(member.partition, at: at)
+            }
+            return devices
+        }
+
+        mutating func remove(_ connection: ConnectionID) -> (member: Member, devices: Int)? {
+            guard let member = members.removeValue(forKey: connection) else { return nil }
+            let devices = (devicesByUser[member.user] ?? 1) - 1
+            if devices <= 0 { devicesByUser.removeValue(forKey: member.user) } else { devicesByUser[member.user] = devices }
+            let left = (partitionCounts[member.partition] ?? 1) - 1
+            if left <= 0 {
+                partitionCounts.removeValue(forKey: member.partition)
+                partitions.removeAll { $0 == member.partition }
+            } else {
+                partitionCounts[member.partition] = left
+            }
+            return (member, devices)
+        }
     }
 
     public var maxMembersPerRoom: Int
@@ -57,25 +88,19 @@ public struct RoomRegistry: Sendable {
             return JoinResult(alreadyMember: true, userBecamePresent: false)
         }
         guard (rooms[room]?.members.count ?? 0) < maxMembersPerRoom else { throw .roomFull(limit: maxMembersPerRoom) }
-        var r = rooms[room] ?? Room()
-        r.members[connection] = Member(user: user, partition: partition)
-        let devices = (r.devicesByUser[user] ?? 0) + 1
-        r.devicesByUser[user] = devices
-        r.partitionCounts[partition, default: 0] += 1
-        rooms[room] = r
-        resized(room, from: r.members.count - 1, to: r.members.count)
+        // In place: a copy of the room would copy its member table on every join.
+        let devices = rooms[room, default: Room()].add(Member(user: user, partition: partition), connection: connection)
+        let count = rooms[room]?.members.count ?? 1
+        resized(room, from: count - 1, to: count)
         return JoinResult(alreadyMember: false, userBecamePresent: devices == 1)
     }
 
     /// Removes a connection from a room; `nil` if it was not a member.
     public mutating func leave(room: String, connection: ConnectionID) -> LeaveResult? {
-        guard var r = rooms[room], let member = r.members.removeValue(forKey: connection) else { return nil }
-        let devices = (r.devicesByUser[member.user] ?? 1) - 1
-        if devices <= 0 { r.devicesByUser.removeValue(forKey: member.user) } else { r.devicesByUser[member.user] = devices }
-        let left = (r.partitionCounts[member.partition] ?? 1) - 1
-        if left <= 0 { r.partitionCounts.removeValue(forKey: member.partition) } else { r.partitionCounts[member.partition] = left }
-        rooms[room] = r.members.isEmpty ? nil : r
-        resized(room, from: r.members.count + 1, to: r.members.count)
+        guard let index = rooms.index(forKey: room), let (member, devices) = rooms.values[index].remove(connection) else { return nil }
+        let count = rooms.values[index].members.count
+        if count == 0 { rooms.remove(at: index) }
+        resized(room, from: count + 1, to: count)
         return LeaveResult(room: room, user: member.user, userLeftPresence: devices <= 0)
     }
 
@@ -103,8 +128,7 @@ public struct RoomRegistry: Sendable {
 
     /// The partitions that hold at least one member of the room, ascending.
     public func partitions(room: String) -> [Int] {
-        guard let r = rooms[room] else { return [] }
-        return r.partitionCounts.keys.sorted()
+        rooms[room]?.partitions ?? []
     }
 
     /// Every room with its member count and user count, unsorted (cheap to copy out of a lock).

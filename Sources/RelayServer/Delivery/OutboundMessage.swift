@@ -5,9 +5,9 @@ import RelayCore
 /// One encoded server→client message: the Engine.IO text (`42[...]`) in a buffer that is
 /// shared, unchanged, by every recipient.
 ///
-/// A value with one reference inside: its fields live in one copy-on-write box, so handing a
-/// message to a loop, a queue or the history retains one object instead of each buffer and
-/// string it holds. Set a field only while building a message (once per fan-out): setting one
+/// A value with one reference inside (two once stamped): its fields live in one copy-on-write
+/// box, so handing a message to a loop, a queue or the history retains one object instead of
+/// each buffer and string it holds. Set a field only while building a message (once per fan-out): setting one
 /// on a shared box copies it.
 public struct OutboundMessage: Sendable {
     /// The fields. (`@unchecked Sendable`: a box is mutated only through the setters below,
@@ -22,7 +22,6 @@ public struct OutboundMessage: Sendable {
         var label = "custom"
         var createdAt: UInt64 = 0
         var attachments: [ByteBuffer] = []
-        var stamp: RecoveryStamp?
         var origin: String?
         var skipMembersOf: String?
 
@@ -39,7 +38,6 @@ public struct OutboundMessage: Sendable {
             box.label = label
             box.createdAt = createdAt
             box.attachments = attachments
-            box.stamp = stamp
             box.origin = origin
             box.skipMembersOf = skipMembersOf
             return box
@@ -47,6 +45,10 @@ public struct OutboundMessage: Sendable {
     }
 
     private var box: Box
+    /// A recoverable event's stream position (and its bytes with the offset), once the broker
+    /// gave it one. Beside the box, not in it: stamping a message that the publish still shares
+    /// (every recoverable event) then copies no box.
+    public var stamp: RecoveryStamp?
 
     /// The box, copied first unless this value is its only owner.
     private var unique: Box {
@@ -108,12 +110,6 @@ public struct OutboundMessage: Sendable {
         get { box.attachments }
         set { unique.attachments = newValue }
     }
-    /// A recoverable event's stream position (and its bytes with the offset), once the broker
-    /// gave it one.
-    public var stamp: RecoveryStamp? {
-        get { box.stamp }
-        set { unique.stamp = newValue }
-    }
     /// The socket id of the sender the event was not sent to (its own broadcast): a replay to
     /// that session after a recovery skips it too.
     public var origin: String? {
@@ -145,8 +141,8 @@ public struct OutboundMessage: Sendable {
         box.label = publication.label
         box.origin = publication.origin
         box.skipMembersOf = publication.skipMembersOf
-        box.stamp = position.map { RecoveryStamp(position: $0) }
         self.box = box
+        self.stamp = position.map { RecoveryStamp(position: $0) }
     }
 
     /// What the broker carries of this message: the packet, not the frames.
