@@ -27,6 +27,8 @@ final class WebSocketEchoHandler: ChannelInboundHandler {
         switch reader.read(unwrapInboundIn(data), allocator: context.channel.allocator) {
         case .none, .pong:
             break
+        case .bytes(let opcode, let bytes):
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: opcode, data: ByteBuffer(bytes: bytes))), promise: nil)
         case .message(let opcode, let buffer):
             if let deflate, buffer.readableBytes >= thresholdBytes {
                 let compressed = partition.deflater(windowBits: deflate.serverMaxWindowBits).compress(buffer, allocator: context.channel.allocator)

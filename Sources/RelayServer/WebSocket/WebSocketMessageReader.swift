@@ -11,6 +11,10 @@ struct WebSocketMessageReader {
         case none
         /// A complete message: text (valid UTF-8) or binary, decompressed.
         case message(WebSocketOpcode, ByteBuffer)
+        /// A complete message of one uncompressed frame, unmasked straight into an array (with
+        /// `messagesAsBytes`): what a session takes, in one allocation instead of an unmasked
+        /// copy of the frame and then an array of it.
+        case bytes(WebSocketOpcode, [UInt8])
         case ping(ByteBuffer)
         case pong
         /// The peer closed: answer with this code (its own, echoed) and close.
@@ -26,10 +30,13 @@ struct WebSocketMessageReader {
     private var fragments: ByteBuffer?
     private var fragmentOpcode: WebSocketOpcode = .text
     private var fragmentCompressed = false
+    /// Whether a message of one uncompressed frame comes as `.bytes`.
+    let messagesAsBytes: Bool
 
-    init(maxMessageBytes: Int, inflater: MessageInflater?) {
+    init(maxMessageBytes: Int, inflater: MessageInflater?, messagesAsBytes: Bool = false) {
         self.maxMessageBytes = maxMessageBytes
         self.inflater = inflater
+        self.messagesAsBytes = messagesAsBytes
     }
 
     mutating func read(_ frame: WebSocketFrame, allocator: ByteBufferAllocator) -> Output {
@@ -44,6 +51,9 @@ struct WebSocketMessageReader {
         switch frame.opcode {
         case .text, .binary:
             guard fragments == nil else { return .fail(CloseCode.protocolError, "new message before the previous one finished") }
+            if frame.fin && !frame.rsv1 && messagesAsBytes, let key = frame.maskKey, frame.extensionData == nil {
+                return finish(bytesOf: frame.data, key: key, opcode: frame.opcode)
+            }
             if frame.fin { return finish(frame.unmaskedData, opcode: frame.opcode, compressed: frame.rsv1, allocator: allocator) }
             fragmentOpcode = frame.opcode
             fragmentCompressed = frame.rsv1
@@ -102,6 +112,38 @@ struct WebSocketMessageReader {
             return .fail(CloseCode.invalidPayloadData, "invalid UTF-8")
         }
         return .message(opcode, message)
+    }
+
+    /// A whole uncompressed message of one frame, unmasked into an array and checked like `finish`.
+    private func finish(bytesOf data: ByteBuffer, key: WebSocketMaskingKey, opcode: WebSocketOpcode) -> Output {
+        let count = data.readableBytes
+        guard count <= maxMessageBytes else { return .fail(CloseCode.messageTooBig, "message exceeds maxPayload") }
+        let bytes = Self.unmasked(data, key: key)
+        if opcode == .text, !bytes.withUnsafeBufferPointer(ASCII.isASCII), String(validating: bytes, as: UTF8.self) == nil {
+            return .fail(CloseCode.invalidPayloadData, "invalid UTF-8")
+        }
+        return .bytes(opcode, bytes)
+    }
+
+    /// `data` XOR the masking key (RFC 6455 §5.3), into a new array.
+    static func unmasked(_ data: ByteBuffer, key: WebSocketMaskingKey) -> [UInt8] {
+        let mask = (key[key.startIndex], key[key.startIndex + 1], key[key.startIndex + 2], key[key.startIndex + 3])
+        return data.withUnsafeReadableBytes { source in
+            [UInt8](unsafeUninitializedCapacity: source.count) { target, initialized in
+                var i = 0
+                while i &+ 4 <= source.count {
+                    target[i] = source[i] ^ mask.0
+                    target[i &+ 1] = source[i &+ 1] ^ mask.1
+                    target[i &+ 2] = source[i &+ 2] ^ mask.2
+                    target[i &+ 3] = source[i &+ 3] ^ mask.3
+                    i &+= 4
+                }
+                if i < source.count { target[i] = source[i] ^ mask.0; i &+= 1 }
+                if i < source.count { target[i] = source[i] ^ mask.1; i &+= 1 }
+                if i < source.count { target[i] = source[i] ^ mask.2; i &+= 1 }
+                initialized = source.count
+            }
+        }
     }
 
     /// Whether `bytes` are valid UTF-8. ASCII (most events) is checked in place, without making

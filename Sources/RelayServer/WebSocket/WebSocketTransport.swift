@@ -112,13 +112,15 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         guard !closing else { return }
         // Until CONNECT succeeded, messages are held to the small pre-authentication limit.
         let output = inbound.read(frame, allocator: context.channel.allocator) {
-            WebSocketMessageReader(maxMessageBytes: configuration.engine.maxConnectPayload, inflater: deflate != nil ? partition?.inflater : nil)
+            WebSocketMessageReader(maxMessageBytes: configuration.engine.maxConnectPayload, inflater: deflate != nil ? partition?.inflater : nil, messagesAsBytes: true)
         }
         switch output {
         case .none:
             break
         case .pong:
             link?.receiveControl(size: 0)
+        case .bytes(let opcode, let bytes):
+            if opcode == .text { link?.receive(bytes[...]) } else { link?.receiveBinary(bytes) }
         case .message(let opcode, let buffer):
             if opcode == .text {
                 link?.receive(Array(buffer.readableBytesView)[...])
