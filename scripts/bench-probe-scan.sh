@@ -6,7 +6,8 @@
 # Prints a table of medians over the rounds and writes every run's JSON (and the probe's log) to
 # $OUT. Servers whose binary or script is missing are skipped.
 #
-#   SERVERS ["relay uws ws socketio-node"]  also: python (python-socketio, LoadTests/peers/socketio_server.py)
+#   SERVERS ["relay uws ws socketio-node"]  also: python (python-socketio, LoadTests/peers/socketio_server.py),
+#   relay-before (RELAY_BEFORE: an earlier relay binary, for a before/after in the same run)
 #   SIZES ["2 10 100 1000 10000"] members of the one room   WINDOWS ["1 8 64"] messages in flight
 #   ROUNDS [2]  DURATION [5 s measured]  WARMUP [2 s]  DEVICES [10] sockets per user (Relay:
 #   presence is announced per user, so 10 000 single-device users would cost 50 M setup events)
@@ -36,6 +37,7 @@ mkdir -p "$OUT"
 available() {
   case $1 in
     relay) [ -x "$RELAY" ] ;;
+    relay-before) [ -n "${RELAY_BEFORE:-}" ] && [ -x "$RELAY_BEFORE" ] ;;
     uws) [ -x "$UWS" ] ;;
     ws) [ -f "$WS_NODE_PATH/ws/package.json" ] ;;
     socketio-node) [ -f LoadTests/peers/socketio-node-server.js ] && [ -d "$SIO_NODE_MODULES/socket.io" ] ;;
@@ -73,8 +75,9 @@ trap 'stop; exit 130' INT TERM
 start() {
   local kind=$1 port=$2 log=$3
   case $kind in
-    relay)
-      "$RELAY" --port "$port" --jwt-secret $SECRET --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789 \
+    relay|relay-before)
+      local bin=$RELAY; [ "$kind" = relay-before ] && bin=$RELAY_BEFORE
+      "$bin" --port "$port" --jwt-secret $SECRET --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789 \
         --db "$OUT/relay.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --packets-per-second 1000000 \
         --inbound-bytes-per-second 1000000000 --event-bytes-per-second 1000000000 --rate custom=1000000:1000000 \
         --max-connections-per-ip 1000000 --max-connections-per-user 1000000 --max-connections 100000 > "$log" 2>&1 & ;;
