@@ -11,9 +11,11 @@ This measures the first factor on the file system of `--dir` (the benchmark's `-
 
 - `append 1 frame+fdatasync`: one WAL frame (4 KiB page + 24-byte header) written at the end of
   a growing file, then `fdatasync` (a fresh WAL: the size changes, so ext4 commits its journal);
-- `overwrite … +fdatasync` / `+fsync`: the same frames written over a preallocated 4 MiB region
-  that wraps around (a WAL that SQLite starts over after a checkpoint, as in Relay); 8 frames
-  is a commit that touches 8 pages (table leaf, indexes, sequence);
+- `overwrite … +fdatasync` / `+fsync`: the same frames written over a preallocated 16 MiB region
+  that wraps around (a WAL that SQLite starts over after a checkpoint); N frames (`--frames`)
+  is a commit that touches N pages: Relay's commits write about one WAL frame per receipt (the
+  receipts of a batch land on different leaves of the unique and author indexes), so 200
+  frames is a commit of ~200 receipts, and its rate × 200 also bounds receipts by bandwidth;
 - `sqlite FULL batch=N`: Relay's schema (ReceiptSchema, all migrations) and pragmas
   (SQLiteReceiptStore: WAL, `synchronous=FULL`, `cache_size=-65536`, `mmap_size=256 MiB`,
   `wal_autocheckpoint=0`; passive checkpoints every 0.5 s from a second connection on another
@@ -50,7 +52,7 @@ import threading
 import time
 
 FRAME = 4096 + 24  # one WAL frame: a 4 KiB page and its header
-REGION = 4 << 20  # the wrapped region of the overwrite tests (a small WAL)
+REGION = 16 << 20  # the wrapped region of the overwrite tests (a small WAL)
 
 SCHEMA = """
 CREATE TABLE receipt (
@@ -290,12 +292,17 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="measured seconds per test (each test also stops at --max-ops)")
     ap.add_argument("--max-ops", type=int, default=200_000, help="most syncs or commits per test")
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 64, 256], help="receipts per transaction for the SQLite tests")
+    ap.add_argument("--frames", type=int, nargs="+", default=[8, 200],
+                    help="WAL frames per sync for the larger raw tests (Relay writes about one frame per receipt: "
+                         "each receipt lands on its own leaf of the unique index)")
     ap.add_argument("--skip-raw", action="store_true", help="only the SQLite tests")
     ap.add_argument("--skip-sqlite", action="store_true", help="only the raw write+sync tests")
     ap.add_argument("--json", action="store_true", help="print only the JSON object")
     args = ap.parse_args()
     if args.seconds <= 0 or args.seconds > 60 or args.max_ops <= 0:
         ap.error("--seconds must be in (0, 60] and --max-ops positive")
+    if any(n < 1 or n * FRAME > REGION for n in args.frames):
+        ap.error(f"--frames must be in [1, {REGION // FRAME}]")
 
     tmp = tempfile.mkdtemp(prefix="relay-disk-limit-", dir=args.dir)
     dev = block_device(tmp)
@@ -305,15 +312,16 @@ def main() -> int:
     try:
         if not args.skip_raw:
             f = os.path.join(tmp, "wal-like")
-            for name, frames, overwrite, sync in [
-                ("append 1 frame+fdatasync", 1, False, os.fdatasync),
-                ("overwrite 1 frame+fdatasync", 1, True, os.fdatasync),
-                ("overwrite 1 frame+fsync", 1, True, os.fsync),
-                ("overwrite 8 frames+fdatasync", 8, True, os.fdatasync),
-            ]:
+            tests = [("append 1 frame+fdatasync", 1, False, os.fdatasync),
+                     ("overwrite 1 frame+fdatasync", 1, True, os.fdatasync),
+                     ("overwrite 1 frame+fsync", 1, True, os.fsync)]
+            tests += [(f"overwrite {n} frames+fdatasync", n, True, os.fdatasync) for n in args.frames if n > 1]
+            for name, frames, overwrite, sync in tests:
                 probe = Probe(dev)
                 lat, waits, elapsed = raw_sync(f, args.seconds, args.max_ops, frames, overwrite, sync)
-                results.append(summary(name, lat, waits, elapsed, bytes_per_sync=FRAME * frames, **probe.result(len(lat))))
+                results.append(summary(name, lat, waits, elapsed, bytes_per_sync=FRAME * frames,
+                                       frames_per_second=round(len(lat) * frames / elapsed, 1),
+                                       mb_per_second=round(len(lat) * frames * FRAME / elapsed / 1e6, 1), **probe.result(len(lat))))
                 os.remove(f)
         if not args.skip_sqlite:
             f = os.path.join(tmp, "receipts.sqlite")

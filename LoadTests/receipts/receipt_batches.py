@@ -222,6 +222,16 @@ def main() -> int:
         rows.sort(key=lambda r: -r["cpu_ms"])
         report["relay_threads"] = rows[:8]
         report["relay_cpu_ms"] = round(sum(r["cpu_ms"] for r in rows), 1)
+        # The receipt writer: the busiest thread that is neither an event loop nor a reader (its
+        # name, "relay-receipt-writer", is longer than Linux's 15 characters, so it shows the
+        # name of the thread that started it).
+        writer = next((r for r in rows if not r["name"].startswith(("NIO-", "TP-#"))), None)
+        if writer and batched:
+            report["writer_thread"] = writer
+            report["writer_cpu_us_per_receipt"] = round(writer["cpu_ms"] * 1000 / batched, 2)
+            # The writer with a core of its own, at this CPU cost per receipt (syncs not counted).
+            report["writer_cpu_limit_receipts_per_second"] = round(batched / (writer["cpu_ms"] / 1000), 1) if writer["cpu_ms"] else None
+            report["writer_cpu_wait_fraction_of_window"] = round(writer["cpu_wait_ms"] / 1000 / window, 3) if window else None
     if perf_result:
         report["syncs"] = perf_result
         syncs = perf_result.get("fdatasync", 0) + perf_result.get("fsync", 0)
@@ -269,6 +279,10 @@ def main() -> int:
               f"{lim['receipts_per_second']:.0f} receipts/s; achieved {lim['achieved_fraction'] * 100:.1f} % of it")
     if "writer_limit_receipts_per_second" in report:
         print(f"writer limit (always busy, this batch, this commit time): {report['writer_limit_receipts_per_second']:.0f} receipts/s")
+    if "writer_cpu_us_per_receipt" in report:
+        print(f"writer thread {report['writer_thread']['tid']}: {report['writer_cpu_us_per_receipt']} us CPU per receipt "
+              f"(a core of its own: {report['writer_cpu_limit_receipts_per_second']:.0f} receipts/s); "
+              f"waited for a CPU {report['writer_cpu_wait_fraction_of_window'] * 100:.0f} % of the window")
     for r in report.get("relay_threads", [])[:6]:
         print(f"  thread {r['tid']} {r['name']:<16} cpu {r['cpu_ms']:>8} ms  waiting for a CPU {r['cpu_wait_ms']:>8} ms")
     print(json.dumps(report))
