@@ -23,17 +23,28 @@ struct Connector: Sendable {
     /// Opens one socket on `loop`; the future succeeds once it is connected (and in its room).
     func open(on loop: any EventLoop, token: String, room: String?, sourceIP: String?, observesTyping: Bool = false) -> EventLoopFuture<OpenedConnection> {
         let ready = loop.makePromise(of: Void.self)
-        let handlerBox = NIOLockedValueBox<UnsafeSendable<LoadConnection>?>(nil)
+        let (wire, board) = (self.wire, self.board)
+        return open(on: loop, sourceIP: sourceIP, ready: ready) { channel in
+            let handler = LoadConnection(wire: wire, token: token, room: room, stats: board.stats(for: channel.eventLoop), ready: ready)
+            handler.observesTyping = observesTyping
+            return handler
+        }.map { pair in OpenedConnection(channel: pair.0, handler: pair.1) }
+    }
+
+    /// Opens one socket on `loop` with the WebSocket handler `make` builds (on the channel's
+    /// loop); the future succeeds with the channel and the handler once `ready` does, and fails
+    /// when `ready` fails or the channel closes first.
+    func open<Handler: ChannelInboundHandler & SendableMetatype>(
+        on loop: any EventLoop, sourceIP: String?, ready: EventLoopPromise<Void>, make: @escaping @Sendable (any Channel) -> Handler
+    ) -> EventLoopFuture<(any Channel, UnsafeSendable<Handler>)> {
+        let handlerBox = NIOLockedValueBox<UnsafeSendable<Handler>?>(nil)
         let target = self.target
-        let wire = self.wire
-        let board = self.board
         var bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(.seconds(10))
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler = LoadConnection(wire: wire, token: token, room: room, stats: board.stats(for: channel.eventLoop), ready: ready)
-                    handler.observesTyping = observesTyping
+                    let handler = make(channel)
                     handlerBox.withLockedValue { $0 = UnsafeSendable(handler) }
                     let requester = UpgradeRequester(host: target.host, port: target.port, path: target.path)
                     let bound = NIOLoopBound(requester, eventLoop: channel.eventLoop)
@@ -59,7 +70,7 @@ struct Connector: Sendable {
             channel.closeFuture.whenComplete { _ in ready.fail(LoadError.closedBeforeReady) }
             return ready.futureResult.flatMapThrowing {
                 guard let handler = handlerBox.withLockedValue({ $0 }) else { throw LoadError.upgradeFailed }
-                return OpenedConnection(channel: channel, handler: handler)
+                return (channel, handler)
             }
         }
     }

@@ -8,7 +8,7 @@ struct RelayLoad: AsyncParsableCommand {
         abstract: "Load generator for Relay and other WebSocket servers. Every scenario is bounded in time and count and stops by itself.",
         subcommands: [
             ConnectionsScenario.self, FanoutScenario.self, TypingScenario.self, LocationScenario.self,
-            ReceiptsScenario.self, SlowConsumerScenario.self, StoreReceiptsScenario.self, HubLocksScenario.self,
+            ReceiptsScenario.self, SlowConsumerScenario.self, StoreReceiptsScenario.self, HubLocksScenario.self, ChatScenario.self,
         ]
     )
 }

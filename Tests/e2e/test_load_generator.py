@@ -84,6 +84,18 @@ def test_slow_consumer(relay):
     assert "others_p99_change_percent" in out and out["baseline.deliveries"] > 0 and out["stalled.deliveries"] > 0
 
 
+def test_chat(relay):
+    # 40 sockets of 20 users (2 devices each) in rooms of 2–20: messages with typing bursts,
+    # batched delivered/read receipts acked, and a churn of reconnects with their rooms.
+    out = run_load("chat", *common(relay), "--users", 20, "--rooms-per-user", 4, "--message-interval", 0.5, "--typing-ms", 200,
+                   "--delivered-delay-ms", 100, "--read-delay-ms", 300, "--churn", 0.1, "--offline-ms", 100,
+                   "--duration", 1, "--warmup", 0.5, "--drain", 0.5, "--max-error-rate", 0.05)
+    assert out["sockets"] == 40 and out["connect_failures"] == 0 and out["rooms_per_user_mean"] >= 3
+    assert out["messages_sent"] > 0 and out["latency_samples"] > 0 and out["message_delivery_ratio"] > 0.9
+    assert out["receipt_items_acked"] > 0 and out["receipt_ack_samples"] > 0 and out["deliveries.receipt"] > 0
+    assert out["deliveries.typing"] > 0 and out["reconnects_done"] > 0 and out["relay_cpu_us_per_delivery"] > 0
+
+
 def test_store_receipts(tmp_path):
     out = run_load("store-receipts", "--dir", tmp_path, "--producers", 10, "--window", 2, "--duration", 0.5)
     assert out["group_commit.receipts_per_second"] > 0 and out["one_tx_per_receipt.receipts_per_second"] > 0
