@@ -35,7 +35,7 @@ final class ReceiptWriter: @unchecked Sendable {
         self.logger = logger
         self.nextPrune = Date().addingTimeInterval(5)
         let thread = Thread { [self] in self.run() }
-        thread.name = "relay-receipt-writer"
+        thread.name = "relay-receipts"  // Linux keeps 15 characters of a thread's name
         thread.start()
     }
 

@@ -20,6 +20,11 @@ public final class SQLiteReceiptStore: ReceiptStore, Sendable {
         public var pruneIntervalSeconds = 3600
         /// Cluster mode: mark new receipts for replication through the Redis stream.
         public var replicate = false
+        /// WAL frames (pages) past which the checkpointer makes the log start over (see
+        /// `WALCheckpointer`): about 64 MiB with 4 KiB pages.
+        public var walRestartFrames = 16_384
+        /// How often the checkpointer copies the WAL back, seconds.
+        public var walCheckpointIntervalSeconds = 0.5
         /// Called after each committed batch with its size, new receipts and commit time (ns).
         public var onCommit: (@Sendable (_ batch: Int, _ new: Int, _ nanoseconds: Int64) -> Void)?
         public init() {}
@@ -42,9 +47,15 @@ public final class SQLiteReceiptStore: ReceiptStore, Sendable {
             try db.execute(sql: "PRAGMA mmap_size = 268435456")
             // Checkpoints run on their own thread (WALCheckpointer), not inside a commit.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            // A log that grew under load is cut back to this size when it starts over.
+            try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
         }
         config.busyMode = .timeout(5)
         let pool = try DatabasePool(path: path, configuration: config)
+        // GRDB's pool sets `synchronous = NORMAL` on its writer when it turns WAL on, after
+        // `prepareDatabase`: without FULL again, a commit (and the acks waiting on it) would
+        // reach the disk only at the next checkpoint, and a power loss could undo it.
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         try ReceiptSchema.migrator.migrate(pool)
         self.pool = pool
         self.path = path
@@ -52,10 +63,15 @@ public final class SQLiteReceiptStore: ReceiptStore, Sendable {
         self.readers = NIOThreadPool(numberOfThreads: 2)
         self.readers.start()
         self.writer = ReceiptWriter(pool: pool, options: options, wallClockMs: wallClockMs, logger: logger)
-        self.checkpointer = try WALCheckpointer(path: path, logger: logger)
+        self.checkpointer = try WALCheckpointer(path: path, interval: options.walCheckpointIntervalSeconds, restartFrames: options.walRestartFrames, logger: logger)
     }
 
     private let checkpointer: WALCheckpointer
+
+    /// The writer connection's `PRAGMA synchronous` (2 is FULL), for tests.
+    func writerSynchronousLevel() throws -> Int? {
+        try pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+    }
 
     public func record(_ receipt: NewReceipt, on eventLoop: any EventLoop) -> EventLoopFuture<RecordedReceipt> {
         let promise = eventLoop.makePromise(of: RecordedReceipt.self)

@@ -102,6 +102,42 @@ final class SQLiteReceiptStoreTests: XCTestCase {
         XCTAssertEqual(mode, "wal")
     }
 
+    /// GRDB's pool turns its writer to `synchronous = NORMAL` when it sets WAL up; the store
+    /// sets FULL again, so every commit (and the acks waiting on it) is on disk.
+    func testTheWriterCommitsWithFullSync() async throws {
+        let store = try makeStore()
+        XCTAssertEqual(try store.writerSynchronousLevel(), 2, "PRAGMA synchronous on the writer: 2 is FULL")
+        _ = try await store.record(receipt("m1"), on: group.next()).get()
+        XCTAssertEqual(try store.writerSynchronousLevel(), 2)
+        await store.close()
+    }
+
+    /// Under commits that never pause, passive checkpoints never catch up with the last frame
+    /// and the log never starts over: the restarting checkpoint past `walRestartFrames` keeps
+    /// the WAL file bounded.
+    func testTheWALStaysBoundedUnderCommitsThatNeverPause() async throws {
+        var options = SQLiteReceiptStore.Options()
+        options.walRestartFrames = 256
+        options.walCheckpointIntervalSeconds = 0.01
+        options.maxBatch = 8  // small commits: each writes its pages again, so the log grows fast
+        let store = try makeStore(options)
+        let walPath = directory.appendingPathComponent("r.sqlite-wal").path
+        var largest = 0
+        let loop = group.next()
+        // Everything submitted at once: the writer commits batch after batch without a gap.
+        let futures = (0..<160).map { part in
+            store.recordAll((0..<100).map { receipt("m-\(part)-\($0)", user: "u\(part % 16)") }, on: loop)
+        }
+        for f in futures {
+            _ = try await f.get()
+            let size = (try? FileManager.default.attributesOfItem(atPath: walPath)[.size] as? Int) ?? 0
+            largest = max(largest, size)
+        }
+        await store.close()
+        print("largest WAL: \(largest) bytes")
+        XCTAssertLessThan(largest, 12 << 20, "the log starts over instead of growing with every receipt")
+    }
+
     func testPruneDeletesOnlyOldReceipts() async throws {
         let store = try makeStore()
         let loop = group.next()
