@@ -222,10 +222,11 @@ def main() -> int:
         rows.sort(key=lambda r: -r["cpu_ms"])
         report["relay_threads"] = rows[:8]
         report["relay_cpu_ms"] = round(sum(r["cpu_ms"] for r in rows), 1)
-        # The receipt writer: the busiest thread that is neither an event loop nor a reader (its
-        # name, "relay-receipt-writer", is longer than Linux's 15 characters, so it shows the
-        # name of the thread that started it).
-        writer = next((r for r in rows if not r["name"].startswith(("NIO-", "TP-#"))), None)
+        # The receipt writer: "relay-receipts" (builds before 5f22f93 named it past Linux's 15
+        # characters, so it showed its starter's name: then the busiest thread that is neither an
+        # event loop nor a reader).
+        writer = next((r for r in rows if r["name"] == "relay-receipts"), None) or \
+            next((r for r in rows if not r["name"].startswith(("NIO-", "TP-#", "relay-wal-ckpt"))), None)
         if writer and batched:
             report["writer_thread"] = writer
             report["writer_cpu_us_per_receipt"] = round(writer["cpu_ms"] * 1000 / batched, 2)
