@@ -39,7 +39,7 @@ struct ConnectSetup {
     /// session or starts a new one.
     func authenticate(_ request: ConnectRequest) {
         let now = hub.clock.monotonicMs()
-        guard socket.relay.admission.mayAuthenticate(ip: socket.handshake.remoteIP, now: now) else {
+        guard socket.relay.admission.mayAuthenticate(ip: socket.remoteIP, now: now) else {
             hub.metrics.connections.authFailure(.authRateLimited)
             hub.metrics.connections.connectsRefused.increment()
             socket.perform(socket.session.connectFinished(.failure(RelayError(.authRateLimited)), now: now))
@@ -56,10 +56,10 @@ struct ConnectSetup {
         let now = hub.clock.monotonicMs()
         switch result {
         case .failure(let error):
-            socket.relay.admission.recordAuthFailure(ip: socket.handshake.remoteIP, now: now)
+            socket.relay.admission.recordAuthFailure(ip: socket.remoteIP, now: now)
             hub.metrics.connections.authFailure(error.code)
             hub.metrics.connections.connectsRefused.increment()
-            socket.relay.logger.info("auth failed", metadata: ["ip": "\(socket.handshake.remoteIP)", "code": "\(error.code.rawValue)"])
+            socket.relay.logger.info("auth failed", metadata: ["ip": "\(socket.remoteIP)", "code": "\(error.code.rawValue)"])
             socket.perform(socket.session.connectFinished(.failure(error), now: now))
         case .success(let user):
             guard !hub.revocations.isRevoked(user) else {
@@ -104,7 +104,7 @@ struct ConnectSetup {
         socket.connectState.register(user, holdingIn: held)
         do throws(RelayError) {
             try hub.register(
-                socket, sid: sid, user: user.userID, on: socket.partition, deflate: socket.handshake.deflate != nil, ip: socket.handshake.remoteIP,
+                socket, sid: sid, user: user.userID, on: socket.partition, deflate: socket.deflate, ip: socket.remoteIP,
                 takesOffsets: socket.connectState.takesOffsets)
         } catch {
             socket.connectState.registrationRefused()
@@ -324,7 +324,7 @@ struct ConnectSetup {
     }
 
     private func logConnect(_ user: AuthenticatedUser) {
-        socket.relay.logger.info("connect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "ip": "\(socket.handshake.remoteIP)"])
+        socket.relay.logger.info("connect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "ip": "\(socket.remoteIP)"])
     }
 
     // MARK: Leaving
@@ -343,7 +343,7 @@ struct ConnectSetup {
     func unregister(_ user: AuthenticatedUser, end: ConnectionEnd) {
         if let pid = socket.connectState.pid { hub.handover.untrack(pid: pid, connection: socket.connectionID) }
         hub.unregister(
-            socket.connectionID, sid: socket.sid, user: user.userID, on: socket.partition, deflate: socket.handshake.deflate != nil,
+            socket.connectionID, sid: socket.sid, user: user.userID, on: socket.partition, deflate: socket.deflate,
             takesOffsets: socket.connectState.takesOffsets)
         socket.relay.logger.info("disconnect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "reason": "\(end.metricLabel)"])
     }

@@ -2,23 +2,29 @@ import NIOCore
 
 /// A session's one timer, set for its `EngineSession`'s next deadline (heartbeat, pong,
 /// CONNECT, upgrade, token expiry).
+///
+/// A scheduled callback, not a scheduled task: NIO's `scheduleTask` allocates a promise and
+/// three closure contexts per timer (about 300 bytes with the allocator's overhead, for every
+/// idle socket), a callback only its entry in the loop's timer queue. The handler (the session)
+/// is held by the loop until the timer fires or is cancelled.
 struct SessionTimer {
-    private var scheduled: Scheduled<Void>?
+    private var scheduled: NIOScheduledCallback?
     /// The deadline `scheduled` fires at (monotonic ms).
     private var deadline: Int64?
 
-    /// Sets the timer for `deadline` (`nil`: none); a timer already set for it stays. `fire`
-    /// runs on `loop` when it passes.
-    mutating func set(for deadline: Int64?, now: @autoclosure () -> Int64, on loop: any EventLoop, fire: @escaping () -> Void) {
+    /// Sets the timer for `deadline` (`nil`: none); a timer already set for it stays. `handler`
+    /// is called on `loop` when it passes (nothing is scheduled on a loop that is shutting down).
+    mutating func set(for deadline: Int64?, now: @autoclosure () -> Int64, on loop: any EventLoop, handler: some NIOScheduledCallbackHandler) {
         guard let deadline else { return cancel() }
         if deadline == self.deadline { return }
         scheduled?.cancel()
         self.deadline = deadline
-        scheduled = loop.assumeIsolated().scheduleTask(in: .milliseconds(max(0, deadline - now()))) { fire() }
+        scheduled = try? loop.assumeIsolated().scheduleCallback(in: .milliseconds(max(0, deadline - now())), handler: handler)
     }
 
     /// The timer fired: the next `set` schedules again, whatever the deadline.
     mutating func fired() {
+        scheduled = nil
         deadline = nil
     }
 

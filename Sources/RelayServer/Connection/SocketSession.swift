@@ -35,7 +35,11 @@ final class SocketSession: ConnectionSink {
     /// Engine.IO session (after a `41`).
     private(set) var connectionID: ConnectionID
     let relay: RelayContext
-    let handshake: HandshakeInfo
+    /// The client's address, as the upgrade or handshake request gave it (logs, the
+    /// failed-authentication budget, the admin API).
+    let remoteIP: String
+    /// The client negotiated permessage-deflate.
+    let deflate: Bool
     let partition: LoopPartition
     var session: EngineSession
     private var transports = SessionTransports()
@@ -44,11 +48,21 @@ final class SocketSession: ConnectionSink {
     var connectState = ConnectState<OutboundMessage>()
     /// Made for the first receipt: most sockets never send one.
     private(set) lazy var receipts = SocketReceipts()
-    /// Called once when the session ended (the polling registry forgets it).
-    var onEnd: (() -> Void)?
-    /// Called once when CONNECT succeeded (polling requests may then be larger).
-    var onAuthenticated: (() -> Void)?
+    /// What a long-polling session's endpoint asked to be told; `nil` for the sessions of
+    /// WebSockets (most of them), so that they do not carry two empty closures.
+    private var hooks: Hooks?
     private var lifecycle = Lifecycle.open
+
+    /// Called once when the session ended (the polling registry forgets it).
+    var onEnd: (() -> Void)? {
+        get { hooks?.onEnd }
+        set { withHooks { $0.onEnd = newValue } }
+    }
+    /// Called once when CONNECT succeeded (polling requests may then be larger).
+    var onAuthenticated: (() -> Void)? {
+        get { hooks?.onAuthenticated }
+        set { withHooks { $0.onAuthenticated = newValue } }
+    }
 
     var eventLoop: any EventLoop { partition.eventLoop }
     var configuration: RelayConfiguration { relay.configuration }
@@ -74,7 +88,8 @@ final class SocketSession: ConnectionSink {
 
     init(relay: RelayContext, handshake: HandshakeInfo, transport: EngineSession.Transport, eventLoop: any EventLoop) {
         self.relay = relay
-        self.handshake = handshake
+        self.remoteIP = handshake.remoteIP
+        self.deflate = handshake.deflate != nil
         self.connectionID = relay.makeConnectionID()
         self.partition = relay.hub.partition(for: eventLoop)
         self.session = EngineSession(
@@ -213,13 +228,10 @@ final class SocketSession: ConnectionSink {
     /// One timer for the session's next deadline (heartbeat, pong, CONNECT, upgrade).
     private func armTimer() {
         guard !isClosing else { return }
-        // A strong capture: `end` cancels the timer, which releases it. (A weak one would give
-        // every session a side table and make each retain on the delivery path a slow one.)
-        timer.set(for: session.nextDeadline, now: hub.clock.monotonicMs(), on: eventLoop) { [self] in
-            guard !self.ended else { return }
-            self.timer.fired()
-            self.perform(self.session.tick(now: self.hub.clock.monotonicMs()))
-        }
+        // The loop holds the session until the timer fires or `end` cancels it. (A weak hold
+        // would give every session a side table and make each retain on the delivery path a
+        // slow one.)
+        timer.set(for: session.nextDeadline, now: hub.clock.monotonicMs(), on: eventLoop, handler: self)
     }
 
     /// The socket authenticated: its transport lifts the pre-authentication limits.
@@ -371,5 +383,30 @@ final class SocketSession: ConnectionSink {
         let hook = onEnd
         onEnd = nil
         hook?()
+    }
+}
+
+extension SocketSession {
+    /// The hooks of a long-polling session.
+    private final class Hooks {
+        var onEnd: (() -> Void)?
+        var onAuthenticated: (() -> Void)?
+    }
+
+    /// Changes the hooks, made at the first one set and dropped once none is left.
+    private func withHooks(_ change: (Hooks) -> Void) {
+        let box = hooks ?? Hooks()
+        change(box)
+        hooks = box.onEnd == nil && box.onAuthenticated == nil ? nil : box
+    }
+}
+
+extension SocketSession: NIOScheduledCallbackHandler {
+    /// The session's timer passed (`armTimer`): the heartbeat, pong, CONNECT, upgrade or token
+    /// deadline it was set for.
+    func handleScheduledCallback(eventLoop: some EventLoop) {
+        guard !ended else { return }
+        timer.fired()
+        perform(session.tick(now: hub.clock.monotonicMs()))
     }
 }
