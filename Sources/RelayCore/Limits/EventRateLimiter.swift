@@ -10,28 +10,44 @@ public struct EventRateLimiter: Sendable {
         }
     }
 
-    private var overall: TokenBucket
-    /// The configured budgets (shared with the configuration: no copy per session).
-    private let budgets: [RateClass: Budget]
+    /// The configured budgets, made once and shared by every limiter of a server (a session
+    /// keeps a pointer to them, not a copy).
+    public final class Budgets: Sendable {
+        public let overall: Budget
+        public let perClass: [RateClass: Budget]
+
+        public init(overall: Budget, perClass: [RateClass: Budget]) {
+            self.overall = overall
+            self.perClass = perClass
+        }
+    }
+
+    private let budgets: Budgets
+    private var overall: BucketLevel
     /// A class's bucket, made at its first event: until then it would be full anyway, and most
     /// sockets only ever use a few classes (one dictionary less per idle socket).
-    private var perClass: [RateClass: TokenBucket] = [:]
+    private var perClass: [RateClass: BucketLevel] = [:]
 
     public init(overall: Budget, perClass: [RateClass: Budget], now: Int64) {
-        self.overall = TokenBucket(capacity: overall.burst, ratePerSecond: overall.perSecond, now: now)
-        self.budgets = perClass
+        self.init(budgets: Budgets(overall: overall, perClass: perClass), now: now)
+    }
+
+    /// A limiter on shared budgets.
+    public init(budgets: Budgets, now: Int64) {
+        self.budgets = budgets
+        self.overall = BucketLevel(budgets.overall, now: now)
     }
 
     /// `true` if the event may pass. A refused event consumes nothing from the overall budget.
     public mutating func allow(_ rateClass: RateClass, now: Int64) -> Bool {
-        if let budget = budgets[rateClass] {
-            var bucket = perClass[rateClass] ?? TokenBucket(capacity: budget.burst, ratePerSecond: budget.perSecond, now: now)
-            guard bucket.tryConsume(now: now) else {
+        if let budget = budgets.perClass[rateClass] {
+            var bucket = perClass[rateClass] ?? BucketLevel(budget, now: now)
+            guard bucket.tryConsume(1, budget, now: now) else {
                 perClass[rateClass] = bucket
                 return false
             }
             perClass[rateClass] = bucket
         }
-        return overall.tryConsume(now: now)
+        return overall.tryConsume(1, budgets.overall, now: now)
     }
 }

@@ -35,25 +35,27 @@ public struct InboundBudget: Sendable {
         }
     }
 
-    private var packets: TokenBucket
-    private var bytes: TokenBucket
-    private var eventBytes: TokenBucket
+    // Only the levels: the limits are the configuration's, passed in (16 bytes a bucket per
+    // session instead of 32).
+    private var packets: BucketLevel
+    private var bytes: BucketLevel
+    private var eventBytes: BucketLevel
 
     public init(limits: Limits, now: Int64) {
-        packets = TokenBucket(capacity: limits.packets.burst, ratePerSecond: limits.packets.perSecond, now: now)
-        bytes = TokenBucket(capacity: limits.bytes.burst, ratePerSecond: limits.bytes.perSecond, now: now)
-        eventBytes = TokenBucket(capacity: limits.eventBytes.burst, ratePerSecond: limits.eventBytes.perSecond, now: now)
+        packets = BucketLevel(limits.packets, now: now)
+        bytes = BucketLevel(limits.bytes, now: now)
+        eventBytes = BucketLevel(limits.eventBytes, now: now)
     }
 
     /// One packet of `size` bytes arrived; `false` when the connection is over its packet or
-    /// byte rate.
-    public mutating func takePacket(size: Int, now: Int64) -> Bool {
-        packets.tryConsume(now: now) && bytes.tryConsume(Double(size), now: now)
+    /// byte rate. `limits`: the ones the budget was made with.
+    public mutating func takePacket(size: Int, limits: Limits, now: Int64) -> Bool {
+        packets.tryConsume(1, limits.packets, now: now) && bytes.tryConsume(Double(size), limits.bytes, now: now)
     }
 
     /// An event of `bytes` (as recipients are charged) may go out; `false` refuses it and
-    /// spends nothing.
-    public mutating func takeEventBytes(_ bytes: Int, now: Int64) -> Bool {
-        eventBytes.tryConsume(Double(bytes), now: now)
+    /// spends nothing. `limits`: the ones the budget was made with.
+    public mutating func takeEventBytes(_ bytes: Int, limits: Limits, now: Int64) -> Bool {
+        eventBytes.tryConsume(Double(bytes), limits.eventBytes, now: now)
     }
 }

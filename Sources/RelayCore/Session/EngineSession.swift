@@ -61,33 +61,40 @@ public struct EngineSession: Sendable {
     /// The Socket.IO socket id (`sid` of the CONNECT answer); a recovered session takes back
     /// its old one.
     public private(set) var socketSID: String
+    // Every socket keeps one session for its whole life, so its fields are laid out for size:
+    // small ones together, rare state (a binary packet being assembled) boxed and only while
+    // it exists, deadlines in 8 bytes, budgets without their (shared) limits.
     public private(set) var phase = Phase.awaitingConnect
     public private(set) var transport: Transport
     /// A WebSocket is being probed to replace the polling transport.
     public private(set) var upgrading = false
-
-    /// A token offered outside the CONNECT packet (query string or `Authorization` header).
-    private let fallbackToken: String?
-    /// Collects the attachments of a binary packet (`45`/`46`) as they arrive.
-    private var assembler: BinaryPacketAssembler
-    private var limiter: EventRateLimiter
-    private var errorBudget: TokenBucket
-    /// Packets and event bytes, whatever the transport (`InboundBudget`).
-    private var inbound: InboundBudget
-    private var nextPingAt: Int64?
-    private var pongDeadline: Int64?
-    private var connectDeadline: Int64?
-    private var upgradeDeadline: Int64?
-    /// When the token's expiry is announced (`auth:expiring`) and when the socket is closed for
-    /// it (`exp` + leeway), monotonic ms.
-    private var expiryNoticeAt: Int64?
-    private var expiryAt: Int64?
     /// The client left on purpose (Socket.IO DISCONNECT `41`) and has not connected again: its
     /// session is not kept for recovery.
     public private(set) var clientDisconnected = false
+
+    /// A token offered outside the CONNECT packet (query string or `Authorization` header).
+    private let fallbackToken: String?
+    /// The binary packet (`45`/`46`) whose attachments are being collected, or skipped.
+    private var binary = PendingBinary.none
+    private var limiter: EventRateLimiter
+    /// Error replies, against `configuration.errorReplies`.
+    private var errorBudget: BucketLevel
+    /// Packets and event bytes, whatever the transport (`InboundBudget`), against
+    /// `configuration.inbound`.
+    private var inbound: InboundBudget
+    @PackedDeadline private var nextPingAt: Int64? = nil
+    @PackedDeadline private var pongDeadline: Int64? = nil
+    @PackedDeadline private var connectDeadline: Int64? = nil
+    @PackedDeadline private var upgradeDeadline: Int64? = nil
+    /// When the token's expiry is announced (`auth:expiring`) and when the socket is closed for
+    /// it (`exp` + leeway), monotonic ms.
+    @PackedDeadline private var expiryNoticeAt: Int64? = nil
+    @PackedDeadline private var expiryAt: Int64? = nil
     /// Late polling requests and held WebSocket packets right after the upgrade.
     private var handover = UpgradeHandover()
-    /// The CONNECT answer, repeated if the client sends CONNECT again.
+    /// The CONNECT answer, repeated if the client sends CONNECT again; `nil` once connected
+    /// when it was the plain `{"sid"}` (made again from the sid if asked: most sockets' answer,
+    /// not worth keeping).
     private var answer: [UInt8]?
 
     public init(
@@ -110,13 +117,27 @@ public struct EngineSession: Sendable {
         self.engineSID = engineSID
         self.socketSID = socketSID
         self.fallbackToken = fallbackToken
-        self.limiter = EventRateLimiter(overall: configuration.eventsPerSecond, perClass: configuration.eventsPerClass, now: now)
-        // A binary event is held to the event limit too (its base64 cost is checked once whole):
-        // the assembler never keeps more than one event may carry.
-        self.assembler = BinaryPacketAssembler(
-            maxPayload: min(configuration.maxPayload, configuration.maxEventBytes), maxAttachments: configuration.maxAttachments)
-        self.errorBudget = TokenBucket(capacity: configuration.errorReplies.burst, ratePerSecond: configuration.errorReplies.perSecond, now: now)
+        self.limiter = EventRateLimiter(budgets: shared.eventBudgets, now: now)
+        self.errorBudget = BucketLevel(configuration.errorReplies, now: now)
         self.inbound = InboundBudget(limits: configuration.inbound, now: now)
+    }
+
+    /// Runs `body` on the assembler of binary packets: the one collecting (or skipping) a binary
+    /// packet's attachments, or an idle one. Kept afterwards only while it is not idle.
+    private mutating func withAssembler<Result>(
+        _ body: (inout BinaryPacketAssembler) throws(ProtocolError) -> Result
+    ) throws(ProtocolError) -> Result {
+        var assembler: BinaryPacketAssembler
+        if case .some(let pending) = binary {
+            assembler = pending
+        } else {
+            // A binary event is held to the event limit too (its base64 cost is checked once
+            // whole): the assembler never keeps more than one event may carry.
+            let c = configuration
+            assembler = BinaryPacketAssembler(maxPayload: min(c.maxPayload, c.maxEventBytes), maxAttachments: c.maxAttachments)
+        }
+        defer { binary = assembler.isAwaitingAttachments || assembler.remainingSkips > 0 ? .some(assembler) : .none }
+        return try body(&assembler)
     }
 
     /// A new Socket.IO socket on this Engine.IO session (a CONNECT after a `41`) gets its own
@@ -234,7 +255,7 @@ public struct EngineSession: Sendable {
             // A polling request after the upgrade: the session's only if it was sent before it.
             guard acceptsPolling(now: now) else { return [] }
         }
-        guard inbound.takePacket(size: packet.count, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        guard inbound.takePacket(size: packet.count, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         if from == .websocket, mayHoldForLateConnect(packet, now: now), handover.hold(packet) { return [] }
         // Long-polling carries a binary attachment as `b<base64>`.
         if from == .polling, packet.first == UInt8(ascii: "b") {
@@ -301,7 +322,7 @@ public struct EngineSession: Sendable {
     /// transport answers it, the session's budget pays for it.
     public mutating func receiveControlFrame(size: Int, now: Int64) -> [Action] {
         guard phase != .closed else { return [] }
-        guard inbound.takePacket(size: size, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        guard inbound.takePacket(size: size, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         return []
     }
 
@@ -344,7 +365,7 @@ public struct EngineSession: Sendable {
     public mutating func receiveBinary(_ bytes: [UInt8], from: Transport, now: Int64, wallMs: Int64) -> [Action] {
         guard phase != .closed else { return [] }
         guard from == transport else { return [.abortProbe(reason: "unexpected packet on the probe")] }
-        guard inbound.takePacket(size: bytes.count, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        guard inbound.takePacket(size: bytes.count, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBinary(bytes) }
     }
 
@@ -352,7 +373,7 @@ public struct EngineSession: Sendable {
         now: Int64, wallMs: Int64, _ take: (inout BinaryPacketAssembler) throws(ProtocolError) -> BinaryPacketAssembler.Output
     ) -> [Action] {
         do {
-            switch try take(&assembler) {
+            switch try withAssembler(take) {
             case .binaryPacket(let packet): return receiveBinaryPacket(packet, now: now, wallMs: wallMs)
             case .packet, .awaitingAttachments, .skipped: return []
             }
@@ -371,7 +392,7 @@ public struct EngineSession: Sendable {
             return refuse(RelayError(.notConnected, "binary packets are accepted once connected"), ackID: nil, now: now)
         }
         do {
-            switch try assembler.receiveText(payload) {
+            switch try withAssembler({ assembler throws(ProtocolError) in try assembler.receiveText(payload) }) {
             case .packet(let p): packet = p
             case .binaryPacket(let binary): return receiveBinaryPacket(binary, now: now, wallMs: wallMs)
             case .awaitingAttachments, .skipped: return []
@@ -480,9 +501,9 @@ public struct EngineSession: Sendable {
 
     private mutating func receiveConnect(_ packet: SocketPacket) -> [Action] {
         switch phase {
-        case .connected:
+        case .connected(let user):
             // A repeated CONNECT is answered again; nothing changes.
-            return answer.map { [.send($0)] } ?? []
+            return [.send(answer ?? SocketPacket(type: .connect, data: ConnectAnswer(user: user).json(sid: socketSID)).encodedMessage())]
         case .authenticating, .closed:
             return []
         case .awaitingConnect:
@@ -511,7 +532,8 @@ public struct EngineSession: Sendable {
             if let wallMs { armTokenExpiry(outcome.user, now: now, wallMs: wallMs) }
             if let sid = outcome.socketSID { socketSID = sid }
             let bytes = SocketPacket(type: .connect, data: outcome.json(sid: socketSID)).encodedMessage()
-            answer = bytes
+            let plain = outcome.pid == nil && outcome.rooms.isEmpty && outcome.refused.isEmpty
+            answer = plain ? nil : bytes
             return [.send(bytes)]
         }
     }
@@ -594,7 +616,7 @@ public struct EngineSession: Sendable {
             guard size <= maxBytes else {
                 throw RelayError(.payloadTooLarge, "events are limited to \(maxBytes) bytes")
             }
-            guard inbound.takeEventBytes(size, now: now) else {
+            guard inbound.takeEventBytes(size, limits: configuration.inbound, now: now) else {
                 return [.received(event: event.name), .rateLimited(rateClass)] + fail(RelayError(.rateLimited), event: event.name, ackID: event.ackID, now: now)
             }
             let typed = try ClientEvent(event, policy: policy, userID: user.userID, wallMs: wallMs)
@@ -641,12 +663,21 @@ public struct EngineSession: Sendable {
     /// Error replies spend a budget; past it the session closes with 1008 instead of answering.
     public mutating func fail(_ error: RelayError, event: String?, ackID: Int64?, now: Int64) -> [Action] {
         guard phase != .closed else { return [] }
-        guard errorBudget.tryConsume(now: now) else {
+        guard errorBudget.tryConsume(1, configuration.errorReplies, now: now) else {
             return close(code: CloseCode.policyViolation, reason: "too many refused events")
         }
         if let ackID { return [.send(SocketPacket.ackMessage(id: ackID, payload: error.ackPayload))] }
         var body = error.json
         if let event { body = body.setting("event", to: .string(event)) }
         return [.send(SocketPacket.eventMessage(name: "error", payload: body))]
+    }
+}
+
+extension EngineSession {
+    /// The binary packet being assembled: boxed, and only while there is one, so that the
+    /// sessions that never see one (nearly all) do not carry the assembler's 112 bytes.
+    private enum PendingBinary: Sendable {
+        case none
+        indirect case some(BinaryPacketAssembler)
     }
 }

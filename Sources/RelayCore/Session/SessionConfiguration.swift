@@ -36,8 +36,11 @@ public struct SessionConfiguration: Sendable, Equatable {
 /// it instead of its own copy (a hundred-odd bytes less per socket).
 public final class SharedSessionConfiguration: Sendable {
     public let value: SessionConfiguration
+    /// The event budgets every session's `EventRateLimiter` points to.
+    public let eventBudgets: EventRateLimiter.Budgets
 
     public init(_ value: SessionConfiguration) {
         self.value = value
+        self.eventBudgets = EventRateLimiter.Budgets(overall: value.eventsPerSecond, perClass: value.eventsPerClass)
     }
 }

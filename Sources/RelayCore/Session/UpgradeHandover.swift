@@ -13,9 +13,11 @@ public struct UpgradeHandover: Sendable, Equatable {
     public static let maxHeldBytes = 64 * 1024
 
     /// Until when (monotonic ms) polling requests are still the session's.
-    public private(set) var until: Int64?
+    @PackedDeadline public private(set) var until: Int64? = nil
     private var held: [[UInt8]] = []
-    private var heldBytes = 0
+    /// The bytes held (at most `maxHeldPackets` packets: summed when asked, not kept in every
+    /// session).
+    private var heldBytes: Int { held.reduce(0) { $0 + $1.count } }
 
     public init() {}
 
@@ -34,7 +36,6 @@ public struct UpgradeHandover: Sendable, Equatable {
     public mutating func hold(_ packet: ArraySlice<UInt8>) -> Bool {
         guard held.count < Self.maxHeldPackets, heldBytes + packet.count <= Self.maxHeldBytes else { return false }
         held.append(Array(packet))
-        heldBytes += packet.count
         return true
     }
 
@@ -45,10 +46,7 @@ public struct UpgradeHandover: Sendable, Equatable {
 
     /// The held packets, in order; nothing is held afterwards.
     public mutating func release() -> [[UInt8]] {
-        defer {
-            held = []
-            heldBytes = 0
-        }
+        defer { held = [] }
         return held
     }
 
@@ -56,6 +54,5 @@ public struct UpgradeHandover: Sendable, Equatable {
     public mutating func end() {
         until = nil
         held = []
-        heldBytes = 0
     }
 }
