@@ -22,13 +22,9 @@ public struct OutboundQueue<Element>: Sendable where Element: Sendable {
     public let softLimitBytes: Int
     public let hardLimitBytes: Int
     public let maxCount: Int
-    private var slots: [Slot?] = []
-    private var head = 0
-    /// Absolute position (`dequeued + offset`) of the queued message for each key.
-    private var positions: [CoalescingKey: Int] = [:]
-    private var dequeued = 0
-    public private(set) var queuedBytes = 0
-    public private(set) var count = 0
+    /// What is queued; `nil` while nothing is (every socket has a queue, few ever use it: 8
+    /// bytes each instead of 48).
+    private var storage: Storage?
 
     public init(softLimitBytes: Int, hardLimitBytes: Int, maxCount: Int) {
         self.softLimitBytes = softLimitBytes
@@ -36,51 +32,94 @@ public struct OutboundQueue<Element>: Sendable where Element: Sendable {
         self.maxCount = maxCount
     }
 
-    public var isEmpty: Bool { count == 0 }
+    public var isEmpty: Bool { storage == nil }
+    public var count: Int { storage?.count ?? 0 }
+    public var queuedBytes: Int { storage?.queuedBytes ?? 0 }
 
     public mutating func enqueue(_ element: Element, bytes: Int, key: CoalescingKey? = nil) -> EnqueueResult {
-        if let key, queuedBytes + bytes > softLimitBytes, let position = positions[key] {
-            let index = position - dequeued + head
-            if index >= head, index < slots.count, let old = slots[index] {
-                let newBytes = queuedBytes - old.bytes + bytes
-                guard newBytes <= hardLimitBytes else { return .overflow }
-                slots[index] = Slot(element: element, bytes: bytes, key: key)
-                queuedBytes = newBytes
-                return .replaced
-            }
+        let queuedBytes = self.queuedBytes
+        if let key, queuedBytes + bytes > softLimitBytes, let queued = slot(of: key) {
+            let newBytes = queuedBytes - queued.bytes + bytes
+            guard newBytes <= hardLimitBytes else { return .overflow }
+            let s = unique()
+            s.slots[queued.index] = Slot(element: element, bytes: bytes, key: key)
+            s.queuedBytes = newBytes
+            return .replaced
         }
         guard queuedBytes + bytes <= hardLimitBytes, count < maxCount else { return .overflow }
-        if let key { positions[key] = dequeued + (slots.count - head) }
-        slots.append(Slot(element: element, bytes: bytes, key: key))
-        queuedBytes += bytes
-        count += 1
+        let s = unique()
+        if let key { s.positions[key] = s.dequeued + (s.slots.count - s.head) }
+        s.slots.append(Slot(element: element, bytes: bytes, key: key))
+        s.queuedBytes += bytes
+        s.count += 1
         return .queued
     }
 
     public mutating func dequeue() -> Element? {
-        guard head < slots.count, let slot = slots[head] else { return nil }
-        slots[head] = nil
-        head += 1
-        if let key = slot.key, positions[key] == dequeued { positions.removeValue(forKey: key) }
-        dequeued += 1
-        queuedBytes -= slot.bytes
-        count -= 1
-        if head == slots.count {
-            slots.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head > 64, head * 2 > slots.count {
-            slots.removeFirst(head)
-            head = 0
+        guard storage != nil else { return nil }
+        let s = unique()
+        guard s.head < s.slots.count, let slot = s.slots[s.head] else { return nil }
+        s.slots[s.head] = nil
+        s.head += 1
+        if let key = slot.key, s.positions[key] == s.dequeued { s.positions.removeValue(forKey: key) }
+        s.dequeued += 1
+        s.queuedBytes -= slot.bytes
+        s.count -= 1
+        if s.count == 0 {
+            storage = nil
+        } else if s.head > 64, s.head * 2 > s.slots.count {
+            s.slots.removeFirst(s.head)
+            s.head = 0
         }
         return slot.element
     }
 
     /// Drops everything (the connection is closing).
     public mutating func removeAll() {
-        slots.removeAll()
-        positions.removeAll()
-        head = 0
-        queuedBytes = 0
-        count = 0
+        storage = nil
+    }
+
+    /// Where the queued message with `key` is, and its bytes.
+    private func slot(of key: CoalescingKey) -> (index: Int, bytes: Int)? {
+        guard let s = storage, let position = s.positions[key] else { return nil }
+        let index = position - s.dequeued + s.head
+        guard index >= s.head, index < s.slots.count, let old = s.slots[index] else { return nil }
+        return (index, old.bytes)
+    }
+
+    /// The storage, made if there is none, copied first if another queue shares it.
+    private mutating func unique() -> Storage {
+        if isKnownUniquelyReferenced(&storage), let current = storage { return current }
+        let s = storage.map(Storage.init(copying:)) ?? Storage()
+        storage = s
+        return s
+    }
+}
+
+extension OutboundQueue {
+    /// The queued messages and their bookkeeping.
+    ///
+    /// (`@unchecked Sendable`: copy-on-write — it is written only through `unique()`, which
+    /// copies it first unless the queue writing is its only owner, so a storage two queues share
+    /// is never written.)
+    final class Storage: @unchecked Sendable {
+        var slots: [Slot?] = []
+        var head = 0
+        /// Absolute position (`dequeued + offset`) of the queued message for each key.
+        var positions: [CoalescingKey: Int] = [:]
+        var dequeued = 0
+        var queuedBytes = 0
+        var count = 0
+
+        init() {}
+
+        init(copying other: Storage) {
+            slots = other.slots
+            head = other.head
+            positions = other.positions
+            dequeued = other.dequeued
+            queuedBytes = other.queuedBytes
+            count = other.count
+        }
     }
 }

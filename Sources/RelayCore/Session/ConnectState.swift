@@ -16,8 +16,9 @@ public struct ConnectState<Message: Sendable>: Sendable {
         /// events go first. Bounded like every outbound queue (bytes and messages): a socket
         /// whose CONNECT waits on a slow Redis while its rooms are busy is closed, not left to
         /// grow. Nothing is coalesced here: what is held is replayed in order against the
-        /// recovered offsets.
-        case settingUp(user: AuthenticatedUser, held: OutboundQueue<Message>)
+        /// recovered offsets. Boxed (`indirect`): a stage lasting a moment should not make
+        /// every socket's state the size of a queue.
+        indirect case settingUp(user: AuthenticatedUser, held: OutboundQueue<Message>)
         /// Registered as `user`, nothing held: deliveries are written as they come.
         case connected(user: AuthenticatedUser)
     }
@@ -37,11 +38,16 @@ public struct ConnectState<Message: Sendable>: Sendable {
     /// recoverable events reach it with their offset as the last argument, and `log` tracks
     /// where it stands.
     public private(set) var takesOffsets = false
+    /// The pid, the answer's time and the log, made at the first of them: only sockets that take
+    /// offsets have any, and the others (most) keep a pointer instead of about 90 bytes.
+    private var offsets: Offsets?
+
     /// The private session id (only for sockets that take offsets).
-    public private(set) var pid: String?
-    /// When the CONNECT was answered (monotonic ms): the age a takeover needs.
-    public private(set) var answeredAtMs: Int64?
-    public private(set) var log = RecoveryLog()
+    public var pid: String? { offsets?.pid }
+    /// When the CONNECT of a socket that takes offsets was answered (monotonic ms): the age a
+    /// takeover needs.
+    public var answeredAtMs: Int64? { offsets?.answeredAtMs }
+    public var log: RecoveryLog { offsets?.log ?? RecoveryLog() }
 
     public init() {}
 
@@ -85,7 +91,7 @@ public struct ConnectState<Message: Sendable>: Sendable {
 
     /// The socket's private session id: a new one, or the recovered session's.
     public mutating func assign(pid: String) {
-        self.pid = pid
+        withOffsets { $0.pid = pid }
     }
 
     /// A hub delivery to the socket: held while the CONNECT is set up.
@@ -99,7 +105,8 @@ public struct ConnectState<Message: Sendable>: Sendable {
 
     /// The CONNECT was answered at `nowMs`.
     public mutating func answered(atMs nowMs: Int64) {
-        answeredAtMs = nowMs
+        // Only a takeover reads it, and only of a socket that takes offsets.
+        if takesOffsets { withOffsets { $0.answeredAtMs = nowMs } }
     }
 
     /// Ends the setup: the held deliveries to write now, in order, without those the socket
@@ -133,24 +140,24 @@ public struct ConnectState<Message: Sendable>: Sendable {
     /// The socket follows `stream` (joined at CONNECT, or recovered), whose newest offset it
     /// has is `head`; nothing to track for a socket that does not take offsets.
     public mutating func follow(_ stream: StreamKey, from head: StreamOffset) {
-        if takesOffsets { log.follow(stream, from: head) }
+        if takesOffsets { withOffsets { $0.log.follow(stream, from: head) } }
     }
 
     /// The socket joined `stream` with `room:join`, its head read after the join
     /// (`RecoveryLog.join`).
     public mutating func join(_ stream: StreamKey, at head: StreamOffset) {
-        if takesOffsets { log.join(stream, at: head) }
+        if takesOffsets { withOffsets { $0.log.join(stream, at: head) } }
     }
 
     /// The socket left `stream`.
     public mutating func unfollow(_ stream: StreamKey) {
-        log.unfollow(stream)
+        if offsets != nil { withOffsets { $0.log.unfollow(stream) } }
     }
 
     /// An event of `stream` at `offset` is about to be written: `false` when the socket already
     /// has it (a replay raced the live event), and it is dropped.
     public mutating func record(_ stream: StreamKey, _ offset: StreamOffset) -> Bool {
-        log.record(stream, offset)
+        withOffsets { $0.log.record(stream, offset) }
     }
 
     // MARK: Leaving
@@ -173,5 +180,39 @@ public struct ConnectState<Message: Sendable>: Sendable {
             return nil
         }.sorted()
         return KeptSession(pid: pid, socketSID: socketSID, userID: user.userID, rooms: rooms, log: log, disconnectedAtMs: wallMs)
+    }
+}
+
+extension ConnectState {
+    /// What connection state recovery keeps of a socket that takes offsets. A box, shared by
+    /// copies of the state until one of them writes (copy-on-write, `withOffsets`).
+    ///
+    /// (`@unchecked Sendable`: it is written only through `withOffsets`, which copies it first
+    /// unless the state writing is its only owner; a box that two states share — the only way
+    /// two threads could reach one — is never written.)
+    private final class Offsets: @unchecked Sendable {
+        var pid: String?
+        var answeredAtMs: Int64?
+        var log = RecoveryLog()
+
+        init() {}
+
+        init(copying other: Offsets) {
+            pid = other.pid
+            answeredAtMs = other.answeredAtMs
+            log = other.log
+        }
+    }
+
+    /// Changes the offsets' box, made first if there is none, copied first if shared.
+    private mutating func withOffsets<Result>(_ change: (Offsets) -> Result) -> Result {
+        let box: Offsets
+        if isKnownUniquelyReferenced(&offsets), let current = offsets {
+            box = current
+        } else {
+            box = offsets.map(Offsets.init(copying:)) ?? Offsets()
+            offsets = box
+        }
+        return change(box)
     }
 }
