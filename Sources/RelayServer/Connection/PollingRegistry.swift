@@ -9,7 +9,10 @@ import RelayCore
 /// Touched once per request, never per delivered event.
 final class PollingRegistry: Sendable {
     /// A session and the loop it lives on; any thread may hold one, only that loop opens it.
-    struct Handle: Sendable {
+    ///
+    /// A class: a WebSocket that upgrades a polling session keeps one (in its `SessionLink`),
+    /// and as a struct its 88 bytes would sit in the link of every WebSocket, upgraded or not.
+    final class Handle: Sendable {
         let session: NIOLoopBound<SocketSession>
         /// The polling transport (the polling endpoint's own type; held as a transport here, so
         /// the connection code does not depend on the polling code).
@@ -20,6 +23,17 @@ final class PollingRegistry: Sendable {
         let authenticated: ManagedAtomic<Bool>
         /// A `POST` of this session is being read or run: a second one at once is refused.
         let postInFlight: ManagedAtomic<Bool>
+
+        init(
+            session: NIOLoopBound<SocketSession>, transport: NIOLoopBound<any SessionTransport>, loop: any EventLoop, authenticated: ManagedAtomic<Bool>,
+            postInFlight: ManagedAtomic<Bool>
+        ) {
+            self.session = session
+            self.transport = transport
+            self.loop = loop
+            self.authenticated = authenticated
+            self.postInFlight = postInFlight
+        }
     }
 
     private let table = AuditedLock<[String: Handle]>([:])
