@@ -86,7 +86,8 @@ public final class RelayServer: Sendable {
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 16)
             // NIO keeps each socket's last receive buffer for the next read: start it small
             // (chat frames are small; it grows when reads fill it) instead of 2 KiB per idle socket.
-            .childChannelOption(ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65_536))
+            // NIO's adaptive sizing, in an allocator small enough to need no heap box per socket.
+            .childChannelOption(ChannelOptions.recvAllocator, value: CompactRecvAllocator(minimum: 64, initial: 256, maximum: 65_536))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     // With PROXY protocol the header comes first, before TLS; the rest of the
@@ -142,7 +143,9 @@ public final class RelayServer: Sendable {
                 admission: relay.admission, trusted: relay.configuration.listener.trustedProxies,
                 connectionAddress: connectionAddress ?? ConnectionAdmission.peerAddress(of: channel)),
             eventLoop: channel.eventLoop)
-        channel.closeFuture.whenComplete { _ in client.value.release() }
+        // Captures the admission itself (one reference: no closure context of its own).
+        let admission = client.value
+        channel.closeFuture.assumeIsolated().whenComplete { _ in admission.release() }
         let origins = relay.configuration.listener.originPolicy
         let httpHandler = HTTPHandler(relay: relay, router: HTTPRouter(relay: relay), client: client.value)
         let boundHTTPHandler = NIOLoopBound(httpHandler, eventLoop: channel.eventLoop)
