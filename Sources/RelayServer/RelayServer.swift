@@ -176,23 +176,33 @@ public final class RelayServer: Sendable {
             upgradePipelineHandler: { channel, head in
                 let info = HandshakeInfo(request: head, remoteIP: client.value.resolve(head).ip, deflateEnabled: configuration.engine.deflateEnabled)
                 let path = QueryString(uri: head.uri).path
-                return channel.eventLoop.makeCompletedFuture {
+                // NIO's upgrader runs its frame decoder inside a ByteToMessageHandler; it gives way
+                // to a WebSocketFrameReader (the same decoder, with the UTF-8 check in front, and
+                // far less kept per socket). The removal completes on the loop's next turn; bytes
+                // that arrive meanwhile wait in NIO's upgrade handler until this future completes.
+                let nioDecoder: ByteToMessageHandler<WebSocketFrameDecoder>
+                do {
+                    nioDecoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+                return channel.pipeline.syncOperations.removeHandler(nioDecoder).assumeIsolated().flatMapThrowing {
+                    let pipeline = channel.pipeline.syncOperations
                     // Text is checked as it arrives, on every socket (Autobahn 6.4.x: fail fast).
-                    let frameDecoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-                    try channel.pipeline.syncOperations.addHandler(TextUTF8Guard(), position: .before(frameDecoder))
+                    let reader = WebSocketFrameReader(maxFrameSize: configuration.engine.maxPayload)
+                    try pipeline.addHandler(reader, position: .after(try pipeline.handler(type: WebSocketFrameEncoder.self)))
                     if let echo = configuration.listener.echoPath, echo == path {
                         let partition = relay.hub.partition(for: channel.eventLoop)
-                        try channel.pipeline.syncOperations.addHandler(
+                        try pipeline.addHandler(
                             WebSocketEchoHandler(maxMessageBytes: configuration.engine.maxPayload, deflate: info.deflate, partition: partition, thresholdBytes: configuration.engine.deflateThresholdBytes))
                     } else {
                         // Small frames only until CONNECT succeeds (the decoder's own limit is maxPayload).
                         let frameGuard = FrameSizeGuard(limit: configuration.engine.maxConnectPayload)
-                        let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-                        try channel.pipeline.syncOperations.addHandler(frameGuard, position: .before(decoder))
+                        try pipeline.addHandler(frameGuard, position: .before(reader))
                         let probeOf = QueryString(uri: head.uri)["sid"].flatMap { relay.pollingSessions.lookup($0) }
-                        try channel.pipeline.syncOperations.addHandler(WebSocketTransport(relay: relay, handshake: info, frameGuard: frameGuard, probeOf: probeOf))
+                        try pipeline.addHandler(WebSocketTransport(relay: relay, handshake: info, frameGuard: frameGuard, probeOf: probeOf))
                     }
-                }
+                }.nonisolated()
             })
         // NIO's upgrade handler only looks at a connection's first request; clients that
         // upgrade on a reused keep-alive connection (python-engineio's aiohttp pool does, after

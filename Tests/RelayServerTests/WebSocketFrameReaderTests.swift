@@ -1,0 +1,171 @@
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import RelayCore
+import XCTest
+
+@testable import RelayServer
+
+/// `WebSocketFrameReader` alone (frames cut from reads however the bytes are split, the UTF-8
+/// check, errors), and in the pipeline `RelayServer.configure` builds for an upgraded socket.
+final class WebSocketFrameReaderTests: XCTestCase {
+    /// Records what the reader hands on; with `inject`, feeds the pipeline more bytes from inside
+    /// its first frame (a read arriving while frames are handed on).
+    private final class Recorder: ChannelInboundHandler {
+        typealias InboundIn = WebSocketFrame
+        var frames: [WebSocketFrame] = []
+        var errors: [any Error] = []
+        var inject: ByteBuffer?
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            frames.append(unwrapInboundIn(data))
+            if let bytes = inject {
+                inject = nil
+                context.pipeline.fireChannelRead(NIOAny(bytes))
+            }
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            errors.append(error)
+        }
+    }
+
+    private func frame(_ payload: [UInt8], opcode: UInt8 = 0x1, fin: Bool = true) -> [UInt8] {
+        let key: [UInt8] = [7, 1, 9, 3]
+        var out: [UInt8] = [(fin ? 0x80 : 0) | opcode]
+        switch payload.count {
+        case ..<126: out.append(0x80 | UInt8(payload.count))
+        case ..<65_536: out += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        default: out.append(0x80 | 127); for i in (0..<8).reversed() { out.append(UInt8((payload.count >> (i * 8)) & 0xFF)) }
+        }
+        out += key
+        for (i, byte) in payload.enumerated() { out.append(byte ^ key[i % 4]) }
+        return out
+    }
+
+    private func text(_ f: WebSocketFrame) -> String {
+        String(decoding: f.unmaskedData.readableBytesView, as: UTF8.self)
+    }
+
+    private func channel(maxFrameSize: Int = 1_000) throws -> (EmbeddedChannel, Recorder) {
+        let recorder = Recorder()
+        let channel = EmbeddedChannel(handlers: [WebSocketFrameReader(maxFrameSize: maxFrameSize), recorder])
+        return (channel, recorder)
+    }
+
+    private func write(_ channel: EmbeddedChannel, _ bytes: [UInt8]) throws {
+        try channel.writeInbound(ByteBuffer(bytes: bytes))
+    }
+
+    func testFramesAreCutHoweverTheBytesAreSplit() throws {
+        let stream = frame(Array("hello".utf8)) + frame(Array(repeating: UInt8(ascii: "a"), count: 300)) + frame([], opcode: 0x9)
+            + frame(Array("é".utf8), fin: false) + frame([], opcode: 0x0)
+        for chunk in [1, 2, 3, 7, 64, stream.count] {
+            let (channel, recorder) = try channel()
+            var index = 0
+            while index < stream.count {
+                try write(channel, Array(stream[index..<min(index + chunk, stream.count)]))
+                index += chunk
+            }
+            XCTAssertEqual(recorder.frames.map(\.opcode), [.text, .text, .ping, .text, .continuation], "chunks of \(chunk)")
+            XCTAssertEqual(recorder.frames.first.map(text), "hello")
+            XCTAssertEqual(recorder.frames.dropFirst().first?.length, 300)
+            XCTAssertEqual(recorder.frames.map(\.fin), [true, true, true, false, true])
+            XCTAssertTrue(recorder.errors.isEmpty)
+            XCTAssertNoThrow(try channel.finish())
+        }
+    }
+
+    func testAReadDuringAFrameIsDecodedAfterTheFramesBeforeIt() throws {
+        let (channel, recorder) = try channel()
+        recorder.inject = ByteBuffer(bytes: frame(Array("c".utf8)))
+        try write(channel, frame(Array("a".utf8)) + frame(Array("b".utf8)))
+        XCTAssertEqual(recorder.frames.map(text), ["a", "b", "c"])
+    }
+
+    func testInvalidTextIsRefusedAtItsFirstBadByteAndNothingMoreIsRead() throws {
+        let (channel, recorder) = try channel()
+        // The frame declares 10 bytes; only 3 arrive, the third invalid: refused before it is whole.
+        let whole = frame([UInt8(ascii: "o"), UInt8(ascii: "k"), 0xC3, 0x28, 0, 0, 0, 0, 0, 0])
+        try write(channel, Array(whole.prefix(2 + 4 + 4)))
+        XCTAssertTrue(recorder.frames.isEmpty)
+        XCTAssertEqual(recorder.errors.count, 1)
+        XCTAssertTrue(recorder.errors.first is TextUTF8Guard.InvalidText)
+        try write(channel, frame(Array("later".utf8)))
+        XCTAssertTrue(recorder.frames.isEmpty, "nothing after invalid text")
+        XCTAssertEqual(recorder.errors.count, 1)
+    }
+
+    func testAFrameOverTheLimitFailsAndLaterReadsReportTheError() throws {
+        let (channel, recorder) = try channel(maxFrameSize: 100)
+        try write(channel, frame(Array(repeating: UInt8(ascii: "x"), count: 101)))
+        XCTAssertEqual(recorder.errors.first as? NIOWebSocketError, .invalidFrameLength)
+        try write(channel, frame(Array("x".utf8)))
+        guard case .dataReceivedInErrorState? = recorder.errors.last as? ByteToMessageDecoderError else {
+            return XCTFail("expected dataReceivedInErrorState, got \(recorder.errors)")
+        }
+        XCTAssertTrue(recorder.frames.isEmpty)
+    }
+
+    // MARK: In the pipeline of an upgraded socket
+
+    /// Server→client bytes as a client reads them.
+    private func serverFrames(_ bytes: [UInt8]) throws -> [WebSocketFrame] {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)))
+        try channel.writeInbound(ByteBuffer(bytes: bytes))
+        var frames: [WebSocketFrame] = []
+        while let frame = try channel.readInbound(as: WebSocketFrame.self) { frames.append(frame) }
+        return frames
+    }
+
+    private func outbound(_ channel: EmbeddedChannel) throws -> [UInt8] {
+        channel.embeddedEventLoop.run()
+        var out: [UInt8] = []
+        while let buffer = try channel.readOutbound(as: ByteBuffer.self) { out += Array(buffer.readableBytesView) }
+        return out
+    }
+
+    /// A socket upgraded through `RelayServer.configure`, its 101 answer read.
+    private func upgraded(_ harness: Harness) throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel(loop: harness.loop)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40000)).wait()
+        try RelayServer.configure(channel: channel, relay: harness.relay)
+        let request = "GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nHost: relay\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        // The first frame comes in the same read as the request: it waits for the pipeline.
+        try write(channel, Array(request.utf8) + frame(Array("2".utf8)))
+        let answer = try outbound(channel)
+        let text = String(decoding: answer, as: UTF8.self)
+        XCTAssertTrue(text.hasPrefix("HTTP/1.1 101 Switching Protocols"), text)
+        XCTAssertNil(try? channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self), "NIO's decoder handler left")
+        return channel
+    }
+
+    func testAnUpgradedSocketReadsFramesThroughTheReader() throws {
+        let harness = Harness()
+        let channel = try upgraded(harness)
+        _ = try channel.pipeline.syncOperations.handler(type: WebSocketFrameReader.self)
+        _ = try channel.pipeline.syncOperations.handler(type: FrameSizeGuard.self)
+        // CONNECT split over two reads.
+        let connect = frame(Array("40{\"token\":\"alice\"}".utf8))
+        try write(channel, Array(connect.prefix(5)))
+        try write(channel, Array(connect.dropFirst(5)))
+        let texts = try serverFrames(try outbound(channel)).map { String(buffer: $0.data) }
+        XCTAssertTrue(texts.contains { $0.hasPrefix("40{\"sid\":") }, "\(texts)")
+        XCTAssertNil(try? channel.pipeline.syncOperations.handler(type: FrameSizeGuard.self), "the pre-authentication guard left")
+        // Invalid text, after CONNECT: 1007.
+        try write(channel, frame([UInt8(ascii: "4"), UInt8(ascii: "2"), 0xFF]))
+        let close = try serverFrames(try outbound(channel)).first { $0.opcode == .connectionClose }
+        var data = try XCTUnwrap(close).data
+        XCTAssertEqual(data.readInteger(as: UInt16.self), CloseCode.invalidPayloadData)
+    }
+
+    func testBeforeConnectAFrameOverTheSmallLimitCloses1009() throws {
+        let harness = Harness { $0.engine.maxConnectPayload = 100 }
+        let channel = try upgraded(harness)
+        try write(channel, frame(Array(repeating: UInt8(ascii: "x"), count: 101)))
+        let close = try serverFrames(try outbound(channel)).first { $0.opcode == .connectionClose }
+        var data = try XCTUnwrap(close).data
+        XCTAssertEqual(data.readInteger(as: UInt16.self), CloseCode.messageTooBig)
+    }
+}
