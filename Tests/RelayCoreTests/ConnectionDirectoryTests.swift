@@ -27,7 +27,7 @@ final class ConnectionDirectoryTests: XCTestCase {
         XCTAssertEqual(dir.maxConnectionsPerUser, 20)
         XCTAssertEqual(dir.count, 0)
         XCTAssertEqual(dir.userCount, 0)
-        XCTAssertNil(dir.user(of: c(1)))
+        XCTAssertFalse(dir.contains(c(1), user: "alice"))
         XCTAssertEqual(dir.connections(of: "alice"), [])
         XCTAssertEqual(dir.partitions(of: "alice"), [])
     }
@@ -39,8 +39,9 @@ final class ConnectionDirectoryTests: XCTestCase {
         register(&dir, 2, "bob", 1)
         XCTAssertEqual(dir.count, 3)
         XCTAssertEqual(dir.userCount, 2)
-        XCTAssertEqual(dir.user(of: c(1)), "alice")
-        XCTAssertEqual(dir.user(of: c(2)), "bob")
+        XCTAssertTrue(dir.contains(c(1), user: "alice"))
+        XCTAssertTrue(dir.contains(c(2), user: "bob"))
+        XCTAssertFalse(dir.contains(c(2), user: "alice"))
         XCTAssertEqual(dir.connections(of: "alice"), [c(1), c(3)], "sorted")
         XCTAssertEqual(dir.connections(of: "bob"), [c(2)])
     }
@@ -52,11 +53,11 @@ final class ConnectionDirectoryTests: XCTestCase {
         register(&dir, 3, "alice", 3)
         register(&dir, 4, "bob", 0)
         XCTAssertEqual(dir.partitions(of: "alice"), [1, 3])
-        dir.unregister(c(2))
+        dir.unregister(c(2), user: "alice")
         XCTAssertEqual(dir.partitions(of: "alice"), [3])
-        dir.unregister(c(1))
+        dir.unregister(c(1), user: "alice")
         XCTAssertEqual(dir.partitions(of: "alice"), [3])
-        dir.unregister(c(3))
+        dir.unregister(c(3), user: "alice")
         XCTAssertEqual(dir.partitions(of: "alice"), [])
     }
 
@@ -64,15 +65,17 @@ final class ConnectionDirectoryTests: XCTestCase {
         var dir = ConnectionDirectory()
         register(&dir, 1, "alice")
         register(&dir, 2, "alice")
-        dir.unregister(c(1))
-        XCTAssertNil(dir.user(of: c(1)))
+        XCTAssertFalse(dir.unregister(c(1), user: "bob"), "not bob's")
+        XCTAssertEqual(dir.count, 2)
+        XCTAssertTrue(dir.unregister(c(1), user: "alice"))
+        XCTAssertFalse(dir.contains(c(1), user: "alice"))
         XCTAssertEqual(dir.connections(of: "alice"), [c(2)])
         XCTAssertEqual(dir.userCount, 1)
-        dir.unregister(c(2))
+        dir.unregister(c(2), user: "alice")
         XCTAssertEqual(dir.count, 0)
         XCTAssertEqual(dir.userCount, 0, "a user with no connections is forgotten")
-        dir.unregister(c(2))  // unknown: no-op
-        dir.unregister(c(99))
+        XCTAssertFalse(dir.unregister(c(2), user: "alice"), "unknown: no-op")
+        XCTAssertFalse(dir.unregister(c(99), user: "carol"))
         XCTAssertEqual(dir.count, 0)
     }
 
@@ -81,12 +84,12 @@ final class ConnectionDirectoryTests: XCTestCase {
         register(&dir, 1, "alice")
         register(&dir, 2, "alice")
         assertRegisterError(&dir, 3, "alice", .tooManyForUser(limit: 2))
-        XCTAssertNil(dir.user(of: c(3)))
+        XCTAssertFalse(dir.contains(c(3), user: "alice"))
         XCTAssertEqual(dir.count, 2)
         // Other users are unaffected.
         register(&dir, 3, "bob")
         // A slot frees when a connection goes.
-        dir.unregister(c(1))
+        dir.unregister(c(1), user: "alice")
         register(&dir, 4, "alice")
         XCTAssertEqual(dir.connections(of: "alice"), [c(2), c(4)])
     }

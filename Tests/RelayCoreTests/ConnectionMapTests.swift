@@ -38,9 +38,9 @@ final class ConnectionMapTests: XCTestCase {
         XCTAssertThrowsError(try d.register(ConnectionID(3), user: "u", partition: 0))
         XCTAssertEqual(d.connections(of: "u"), [ConnectionID(1), ConnectionID(2)])
         XCTAssertEqual(d.partitions(of: "u"), [0, 1])
-        d.unregister(ConnectionID(1))
+        d.unregister(ConnectionID(1), user: "u")
         XCTAssertEqual(d.connections(of: "u"), [ConnectionID(2)])
-        d.unregister(ConnectionID(2))
+        d.unregister(ConnectionID(2), user: "u")
         XCTAssertEqual(d.userCount, 0)
     }
 }

@@ -8,28 +8,38 @@ public struct ConnectionDirectory: Sendable {
 
     public var maxConnectionsPerUser: Int
     private var byUser: [String: ConnectionMap<Int>] = [:]
-    private var users: [ConnectionID: String] = [:]
+    /// Connections in all. (No map from a connection back to its user: every caller knows the
+    /// user, and a second table would cost every socket one more dictionary entry.)
+    public private(set) var count = 0
 
     public init(maxConnectionsPerUser: Int = 20) {
         self.maxConnectionsPerUser = maxConnectionsPerUser
     }
 
-    public var count: Int { users.count }
     public var userCount: Int { byUser.count }
 
     public mutating func register(_ connection: ConnectionID, user: String, partition: Int) throws(RegisterError) {
-        guard (byUser[user]?.count ?? 0) < maxConnectionsPerUser else { throw .tooManyForUser(limit: maxConnectionsPerUser) }
+        // Read without keeping a copy of the user's map (it is changed in place below).
+        let (existing, known) = byUser[user].map { ($0.count, $0[connection] != nil) } ?? (0, false)
+        guard existing < maxConnectionsPerUser else { throw .tooManyForUser(limit: maxConnectionsPerUser) }
+        if !known { count += 1 }
         byUser[user, default: ConnectionMap()].set(connection, partition)
-        users[connection] = user
     }
 
-    public mutating func unregister(_ connection: ConnectionID) {
-        guard let user = users.removeValue(forKey: connection) else { return }
+    /// Forgets `connection` of `user`; `false` when it was not registered as theirs.
+    @discardableResult
+    public mutating func unregister(_ connection: ConnectionID, user: String) -> Bool {
+        guard byUser[user]?[connection] != nil else { return false }
         byUser[user]?.remove(connection)
         if byUser[user]?.isEmpty == true { byUser.removeValue(forKey: user) }
+        count -= 1
+        return true
     }
 
-    public func user(of connection: ConnectionID) -> String? { users[connection] }
+    /// Whether `connection` is registered as `user`'s.
+    public func contains(_ connection: ConnectionID, user: String) -> Bool {
+        byUser[user]?[connection] != nil
+    }
 
     public func connections(of user: String) -> [ConnectionID] {
         (byUser[user]?.keys ?? []).sorted()

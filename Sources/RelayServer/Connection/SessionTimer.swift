@@ -1,4 +1,5 @@
 import NIOCore
+import RelayCore
 
 /// A session's one timer, set for its `EngineSession`'s next deadline (heartbeat, pong,
 /// CONNECT, upgrade, token expiry).
@@ -10,7 +11,7 @@ import NIOCore
 struct SessionTimer {
     private var scheduled: NIOScheduledCallback?
     /// The deadline `scheduled` fires at (monotonic ms).
-    private var deadline: Int64?
+    @PackedDeadline private var deadline: Int64? = nil
 
     /// Sets the timer for `deadline` (`nil`: none); a timer already set for it stays. `handler`
     /// is called on `loop` when it passes (nothing is scheduled on a loop that is shutting down).

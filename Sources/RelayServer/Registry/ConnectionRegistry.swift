@@ -81,8 +81,7 @@ final class ConnectionRegistry: Sendable {
     @discardableResult
     func unregister(_ id: ConnectionID, sid: String, user: String, deflate: Bool, takesOffsets: Bool, wallNow: Int64) -> Bool {
         let wasRegistered = users.stripe(for: user).withLockedValue { s in
-            guard s.directory.user(of: id) != nil else { return false }
-            s.directory.unregister(id)
+            guard s.directory.unregister(id, user: user) else { return false }
             let devices = s.directory.connections(of: user).count
             if devices == 0 {
                 broker.unsubscribe(.user(user))
