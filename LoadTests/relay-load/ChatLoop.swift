@@ -79,17 +79,13 @@ final class ChatLoop: @unchecked Sendable {
     }
 
     func closed(_ c: ChatConnection) {
-        let d = c.device
-        guard d.connection === c else { return }
-        let now = monotonicNanos()
-        d.connection = nil
-        d.channel = nil
-        d.online = false
-        d.intervals.append((d.onlineSince, now))
         if c.closingByUs {
             stats.acksLostToChurn += c.unansweredInWindow
             return
         }
+        let d = c.device
+        guard d.connection === c else { return }
+        offline(d, now: monotonicNanos())
         stats.errors["unexpected_close", default: 0] += 1
         stats.errors["acks_lost_to_unexpected_close", default: 0] += c.unansweredInWindow
         // An app reconnects by itself.
@@ -97,6 +93,13 @@ final class ChatLoop: @unchecked Sendable {
     }
 
     // MARK: Arrivals
+
+    private func offline(_ d: ChatDevice, now: UInt64) {
+        d.connection = nil
+        d.channel = nil
+        d.online = false
+        d.intervals.append((d.onlineSince, now))
+    }
 
     @inline(__always) func arrived(now: UInt64, _ count: (ChatStats) -> Void) {
         if inWindow(now) { count(stats) }
@@ -167,6 +170,8 @@ final class ChatLoop: @unchecked Sendable {
             for _ in 0..<8 {
                 let d = devices[rng.below(devices.count)]
                 guard d.online, let c = d.connection else { continue }
+                // Offline from now: what is sent from here on is not expected to reach it.
+                offline(d, now: now)
                 c.close()
                 later(.reconnect(device: Int32(d.local)), after: options.offlineMs)
                 break
