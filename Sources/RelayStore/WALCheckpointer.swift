@@ -30,11 +30,11 @@ final class WALCheckpointer: @unchecked Sendable {
         self.queue = try DatabaseQueue(path: path, configuration: config)
         self.logger = logger
         let thread = Thread { [self] in self.run(interval: interval) }
-        thread.name = "relay-wal-ckpt"  // Linux keeps 15 characters of a thread's name
         thread.start()
     }
 
     private func run(interval: TimeInterval) {
+        Thread.current.name = "relay-wal-ckpt"  // from the thread itself: see ReceiptWriter.run
         while true {
             condition.lock()
             if !stopped { _ = condition.wait(until: Date().addingTimeInterval(interval)) }
