@@ -21,7 +21,7 @@ final class WebSocketFrameReaderTests: XCTestCase {
             frames.append(unwrapInboundIn(data))
             if let bytes = inject {
                 inject = nil
-                context.pipeline.fireChannelRead(NIOAny(bytes))
+                context.pipeline.syncOperations.fireChannelRead(NIOAny(bytes))
             }
         }
 
