@@ -150,9 +150,8 @@ public final class RelayServer: Sendable {
         let httpHandler = HTTPHandler(relay: relay, router: HTTPRouter(relay: relay), client: client.value)
         let boundHTTPHandler = NIOLoopBound(httpHandler, eventLoop: channel.eventLoop)
         let configuration = relay.configuration
-        let upgrader = NIOWebSocketServerUpgrader(
-            maxFrameSize: configuration.engine.maxPayload,
-            automaticErrorHandling: false,
+        // NIO's WebSocket upgrade, with the socket's pipeline all ours (WebSocketUpgrader).
+        let upgrader = WebSocketUpgrader(
             shouldUpgrade: { channel, head in
                 let admitted = client.value.resolve(head).admitted
                 let query = QueryString(uri: head.uri)
@@ -176,33 +175,24 @@ public final class RelayServer: Sendable {
             upgradePipelineHandler: { channel, head in
                 let info = HandshakeInfo(request: head, remoteIP: client.value.resolve(head).ip, deflateEnabled: configuration.engine.deflateEnabled)
                 let path = QueryString(uri: head.uri).path
-                // NIO's upgrader runs its frame decoder inside a ByteToMessageHandler; it gives way
-                // to a WebSocketFrameReader (the same decoder, with the UTF-8 check in front, and
-                // far less kept per socket). The removal completes on the loop's next turn; bytes
-                // that arrive meanwhile wait in NIO's upgrade handler until this future completes.
-                let nioDecoder: ByteToMessageHandler<WebSocketFrameDecoder>
-                do {
-                    nioDecoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-                } catch {
-                    return channel.eventLoop.makeFailedFuture(error)
-                }
-                return channel.pipeline.syncOperations.removeHandler(nioDecoder).assumeIsolated().flatMapThrowing {
+                return channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
-                    // Text is checked as it arrives, on every socket (Autobahn 6.4.x: fail fast).
-                    let reader = WebSocketFrameReader(maxFrameSize: configuration.engine.maxPayload)
-                    try pipeline.addHandler(reader, position: .after(try pipeline.handler(type: WebSocketFrameEncoder.self)))
+                    // Frames both ways in one handler; text is checked as it arrives, on every
+                    // socket (Autobahn 6.4.x: fail fast). The decoder's limit is maxPayload.
+                    let codec = WebSocketFrameCodec(maxFrameSize: configuration.engine.maxPayload)
+                    try pipeline.addHandler(codec)
                     if let echo = configuration.listener.echoPath, echo == path {
                         let partition = relay.hub.partition(for: channel.eventLoop)
                         try pipeline.addHandler(
                             WebSocketEchoHandler(maxMessageBytes: configuration.engine.maxPayload, deflate: info.deflate, partition: partition, thresholdBytes: configuration.engine.deflateThresholdBytes))
                     } else {
-                        // Small frames only until CONNECT succeeds (the decoder's own limit is maxPayload).
+                        // Small frames only until CONNECT succeeds.
                         let frameGuard = FrameSizeGuard(limit: configuration.engine.maxConnectPayload)
-                        try pipeline.addHandler(frameGuard, position: .before(reader))
+                        try pipeline.addHandler(frameGuard, position: .before(codec))
                         let probeOf = QueryString(uri: head.uri)["sid"].flatMap { relay.pollingSessions.lookup($0) }
                         try pipeline.addHandler(WebSocketTransport(relay: relay, handshake: info, frameGuard: frameGuard, probeOf: probeOf))
                     }
-                }.nonisolated()
+                }
             })
         // NIO's upgrade handler only looks at a connection's first request; clients that
         // upgrade on a reused keep-alive connection (python-engineio's aiohttp pool does, after

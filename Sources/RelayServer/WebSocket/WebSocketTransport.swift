@@ -26,8 +26,8 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// permessage-deflate, when negotiated (all the transport needs of the handshake).
     let deflate: PerMessageDeflateNegotiation?
     var context: ChannelHandlerContext?
-    /// Where frames made once per fan-out are written from: NIO's frame encoder's context.
-    /// `nil` without the encoder (tests).
+    /// Where frames made once per fan-out are written from: the frame encoder's context (the
+    /// socket's `WebSocketFrameCodec`, or NIO's encoder in tests). `nil` without one (tests).
     private var readyFrames: ReadyFramePath?
     /// The channel's writability, as its last `channelWritabilityChanged` said (read per
     /// delivery: cheaper than asking the channel).
@@ -68,7 +68,9 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        self.readyFrames = (try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self)).map(ReadyFramePath.init)
+        let pipeline = context.pipeline.syncOperations
+        let encoder = (try? pipeline.context(handlerType: WebSocketFrameCodec.self)) ?? (try? pipeline.context(handlerType: WebSocketFrameEncoder.self))
+        self.readyFrames = encoder.map(ReadyFramePath.init)
         self.writable = context.channel.isWritable
         self.partition = hub.partition(for: context.eventLoop)
         switch start {

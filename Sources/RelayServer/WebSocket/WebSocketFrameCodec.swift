@@ -2,24 +2,33 @@ import NIOCore
 import NIOWebSocket
 import RelayCore
 
-/// A socket's WebSocket frames from its bytes, for its whole life: each read is checked for
-/// invalid UTF-8 in text messages as its bytes arrive (`WebSocketTextValidator`: a message is
-/// refused at its first bad byte, even mid-frame; the decoder hands over whole frames only), then
-/// cut into frames by NIO's `WebSocketFrameDecoder` (its size limit, its control-frame rules).
+/// A socket's WebSocket frames, both ways, for its whole life (one handler, one pipeline
+/// context).
 ///
-/// One handler instead of three objects a socket kept for its whole life: NIO runs its decoder
+/// In: each read is checked for invalid UTF-8 in text messages as its bytes arrive
+/// (`WebSocketTextValidator`: a message is refused at its first bad byte, even mid-frame; the
+/// decoder hands over whole frames only), then cut into frames by NIO's `WebSocketFrameDecoder`
+/// (its size limit, its control-frame rules). Out: frames are framed as NIO's
+/// `WebSocketFrameEncoder` frames them (the same bytes), a small frame as one buffer.
+///
+/// One handler instead of four objects a socket kept for its whole life: NIO runs its decoder
 /// inside a `ByteToMessageHandler` (two circular buffers and its own state, about 420 bytes per
-/// socket), and the UTF-8 check was a handler of its own in front of it (with its pipeline
-/// context, about 200 bytes). Between reads this one keeps only the bytes of a frame not
-/// complete yet.
+/// socket), its encoder is a handler of its own that keeps a header buffer (about 200 bytes with
+/// its context), and the UTF-8 check was a handler in front of the decoder (about 200). Between
+/// reads this one keeps only the bytes of a frame not complete yet.
 ///
 /// What `ByteToMessageHandler` does that matters here, it does too: bytes of an unfinished frame
 /// wait for the next read; a read that arrives while frames are being handed on (re-entrantly)
 /// is decoded after them, in order; after a decoding error every later read is reported as
 /// `ByteToMessageDecoderError.dataReceivedInErrorState`. After invalid text it drops everything.
-final class WebSocketFrameReader: ChannelInboundHandler {
+///
+/// Fan-out writes its whole frames (`PreparedFrames`) from this handler's context, past its
+/// encoding (`ReadyFramePath`).
+final class WebSocketFrameCodec: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = ByteBuffer
 
     private enum State {
         case reading
@@ -111,6 +120,37 @@ final class WebSocketFrameReader: ChannelInboundHandler {
         if buffer.readableBytes > 0 { pending = buffer }
     }
 
+    // MARK: Out
+
+    /// A frame whose payload is at most this long is written as one buffer, header and payload
+    /// (a copy of the payload); a larger one as two, its header in a buffer of its own.
+    static let copyLimit = 1024
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let frame = unwrapOutboundIn(data)
+        var payload = frame.data
+        var extensionData = frame.extensionData
+        if let key = frame.maskKey {
+            extensionData?.webSocketMask(key)
+            payload.webSocketMask(key, indexOffset: (extensionData?.readableBytes ?? 0) % 4)
+        }
+        let header = FrameHeader(frame)
+        if let leading = extensionData {
+            context.write(wrapOutboundOut(header.buffer(allocator: context.channel.allocator)), promise: nil)
+            context.write(wrapOutboundOut(leading), promise: nil)
+        } else if payload.readableBytes <= Self.copyLimit {
+            var whole = context.channel.allocator.buffer(capacity: header.byteCount + payload.readableBytes)
+            header.write(into: &whole)
+            whole.writeBuffer(&payload)
+            return context.write(wrapOutboundOut(whole), promise: promise)
+        } else {
+            context.write(wrapOutboundOut(header.buffer(allocator: context.channel.allocator)), promise: nil)
+        }
+        context.write(wrapOutboundOut(payload), promise: promise)
+    }
+
+    // MARK: Lifecycle
+
     func channelInactive(context: ChannelHandlerContext) {
         pending = nil
         context.fireChannelInactive()
@@ -118,5 +158,50 @@ final class WebSocketFrameReader: ChannelInboundHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         pending = nil
+    }
+}
+
+/// A frame's header as RFC 6455 §5.2 lays it out, and as NIO's encoder writes it: the first byte
+/// (FIN, RSV1–3, opcode), the shortest length form, the mask key if any.
+private struct FrameHeader {
+    let firstByte: UInt8
+    let length: Int
+    let maskKey: WebSocketMaskingKey?
+
+    init(_ frame: WebSocketFrame) {
+        var first = UInt8(webSocketOpcode: frame.opcode)
+        if frame.fin { first |= 0x80 }
+        if frame.rsv1 { first |= 0x40 }
+        if frame.rsv2 { first |= 0x20 }
+        if frame.rsv3 { first |= 0x10 }
+        firstByte = first
+        length = frame.length
+        maskKey = frame.maskKey
+    }
+
+    var byteCount: Int {
+        let lengthBytes = length <= 125 ? 0 : length <= Int(UInt16.max) ? 2 : 8
+        return 2 + lengthBytes + (maskKey == nil ? 0 : 4)
+    }
+
+    func write(into buffer: inout ByteBuffer) {
+        let maskBit: UInt8 = maskKey == nil ? 0 : 0x80
+        buffer.writeInteger(firstByte)
+        if length <= 125 {
+            buffer.writeInteger(UInt8(truncatingIfNeeded: length) | maskBit)
+        } else if length <= Int(UInt16.max) {
+            buffer.writeInteger(126 | maskBit)
+            buffer.writeInteger(UInt16(truncatingIfNeeded: length))
+        } else {
+            buffer.writeInteger(127 | maskBit)
+            buffer.writeInteger(UInt64(truncatingIfNeeded: length))
+        }
+        if let maskKey { buffer.writeBytes(maskKey) }
+    }
+
+    func buffer(allocator: ByteBufferAllocator) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: byteCount)
+        write(into: &buffer)
+        return buffer
     }
 }

@@ -6,9 +6,10 @@ import XCTest
 
 @testable import RelayServer
 
-/// `WebSocketFrameReader` alone (frames cut from reads however the bytes are split, the UTF-8
-/// check, errors), and in the pipeline `RelayServer.configure` builds for an upgraded socket.
-final class WebSocketFrameReaderTests: XCTestCase {
+/// `WebSocketFrameCodec` alone (frames cut from reads however the bytes are split, the UTF-8
+/// check, errors; frames written as NIO's encoder writes them), and in the pipeline
+/// `RelayServer.configure` builds for an upgraded socket.
+final class WebSocketFrameCodecTests: XCTestCase {
     /// Records what the reader hands on; with `inject`, feeds the pipeline more bytes from inside
     /// its first frame (a read arriving while frames are handed on).
     private final class Recorder: ChannelInboundHandler {
@@ -49,7 +50,7 @@ final class WebSocketFrameReaderTests: XCTestCase {
 
     private func channel(maxFrameSize: Int = 1_000) throws -> (EmbeddedChannel, Recorder) {
         let recorder = Recorder()
-        let channel = EmbeddedChannel(handlers: [WebSocketFrameReader(maxFrameSize: maxFrameSize), recorder])
+        let channel = EmbeddedChannel(handlers: [WebSocketFrameCodec(maxFrameSize: maxFrameSize), recorder])
         return (channel, recorder)
     }
 
@@ -107,6 +108,30 @@ final class WebSocketFrameReaderTests: XCTestCase {
         XCTAssertTrue(recorder.frames.isEmpty)
     }
 
+    func testFramesAreWrittenAsNIOsEncoderWritesThem() throws {
+        func bytes(_ frame: WebSocketFrame, _ channel: EmbeddedChannel) throws -> [UInt8] {
+            try channel.writeAndFlush(frame).wait()
+            var out: [UInt8] = []
+            while let buffer = try channel.readOutbound(as: ByteBuffer.self) { out += Array(buffer.readableBytesView) }
+            return out
+        }
+        let ours = EmbeddedChannel(handler: WebSocketFrameCodec(maxFrameSize: 1 << 20))
+        let nio = EmbeddedChannel(handler: WebSocketFrameEncoder())
+        for length in [0, 1, 125, 126, 127, 1_024, 1_025, 65_535, 65_536, 70_000] {
+            for (opcode, fin, rsv1, mask) in [(WebSocketOpcode.text, true, false, false), (.binary, false, true, false), (.ping, true, false, true), (.continuation, true, false, true)] {
+                var payload = ByteBuffer()
+                payload.writeBytes((0..<length).map { UInt8(truncatingIfNeeded: $0) })
+                let key: WebSocketMaskingKey? = mask ? WebSocketMaskingKey([9, 8, 7, 6]) : nil
+                let frame = WebSocketFrame(fin: fin, rsv1: rsv1, opcode: opcode, maskKey: key, data: payload)
+                XCTAssertEqual(try bytes(frame, ours), try bytes(frame, nio), "\(opcode) length \(length) masked \(mask)")
+            }
+        }
+        var ext = ByteBuffer(bytes: [1, 2, 3])
+        let withExtension = WebSocketFrame(fin: true, opcode: .binary, maskKey: WebSocketMaskingKey([1, 2, 3, 4]), data: ByteBuffer(bytes: [4, 5, 6, 7, 8]), extensionData: ext)
+        ext.clear()
+        XCTAssertEqual(try bytes(withExtension, ours), try bytes(withExtension, nio), "extension data")
+    }
+
     // MARK: In the pipeline of an upgraded socket
 
     /// Server→client bytes as a client reads them.
@@ -137,14 +162,17 @@ final class WebSocketFrameReaderTests: XCTestCase {
         let answer = try outbound(channel)
         let text = String(decoding: answer, as: UTF8.self)
         XCTAssertTrue(text.hasPrefix("HTTP/1.1 101 Switching Protocols"), text)
-        XCTAssertNil(try? channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self), "NIO's decoder handler left")
+        XCTAssertNil(try? channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self), "no NIO decoder")
+        XCTAssertNil(try? channel.pipeline.syncOperations.handler(type: WebSocketFrameEncoder.self), "no NIO encoder")
+        let accept = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("sec-websocket-accept:") }
+        XCTAssertEqual(accept.map { String($0.dropFirst("sec-websocket-accept:".count)).trimmingCharacters(in: .whitespaces) }, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", "RFC 6455's example")
         return channel
     }
 
     func testAnUpgradedSocketReadsFramesThroughTheReader() throws {
         let harness = Harness()
         let channel = try upgraded(harness)
-        _ = try channel.pipeline.syncOperations.handler(type: WebSocketFrameReader.self)
+        _ = try channel.pipeline.syncOperations.handler(type: WebSocketFrameCodec.self)
         _ = try channel.pipeline.syncOperations.handler(type: FrameSizeGuard.self)
         // CONNECT split over two reads.
         let connect = frame(Array("40{\"token\":\"alice\"}".utf8))
