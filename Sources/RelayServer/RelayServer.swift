@@ -143,9 +143,19 @@ public final class RelayServer: Sendable {
                 admission: relay.admission, trusted: relay.configuration.listener.trustedProxies,
                 connectionAddress: connectionAddress ?? ConnectionAdmission.peerAddress(of: channel)),
             eventLoop: channel.eventLoop)
-        // Captures the admission itself (one reference: no closure context of its own).
-        let admission = client.value
-        channel.closeFuture.assumeIsolated().whenComplete { _ in admission.release() }
+        // The admission is given back when the connection closes, by the handler that holds it
+        // then: the HTTP handler, or after an upgrade the WebSocket's codec (no callback on the
+        // channel's close future per connection: a closure context for the socket's whole life).
+        do {
+            try configurePipeline(channel: channel, relay: relay, client: client)
+        } catch {
+            client.value.release()
+            throw error
+        }
+    }
+
+    /// `configure`'s handlers, the connection's `client` admission already counted.
+    private static func configurePipeline(channel: any Channel, relay: RelayContext, client: NIOLoopBound<ConnectionAdmission>) throws {
         let origins = relay.configuration.listener.originPolicy
         let httpHandler = HTTPHandler(relay: relay, router: HTTPRouter(relay: relay), client: client.value)
         let boundHTTPHandler = NIOLoopBound(httpHandler, eventLoop: channel.eventLoop)
@@ -179,8 +189,14 @@ public final class RelayServer: Sendable {
                     let pipeline = channel.pipeline.syncOperations
                     // Frames both ways in one handler; text is checked as it arrives, on every
                     // socket (Autobahn 6.4.x: fail fast). The decoder's limit is maxPayload.
-                    let codec = WebSocketFrameCodec(maxFrameSize: configuration.engine.maxPayload)
-                    try pipeline.addHandler(codec)
+                    // The codec gives the connection's admission back when it closes.
+                    let codec = WebSocketFrameCodec(maxFrameSize: configuration.engine.maxPayload, admission: client.value)
+                    do {
+                        try pipeline.addHandler(codec)
+                    } catch {
+                        client.value.release()
+                        throw error
+                    }
                     if let echo = configuration.listener.echoPath, echo == path {
                         let partition = relay.hub.partition(for: channel.eventLoop)
                         try pipeline.addHandler(
@@ -205,6 +221,7 @@ public final class RelayServer: Sendable {
             if let validator = try? pipeline.handler(type: NIOHTTPResponseHeadersValidator.self) { extras.append(validator) }
             if let errors = try? pipeline.handler(type: HTTPServerProtocolErrorHandler.self) { extras.append(errors) }
             return HTTPServerUpgradeHandler(upgraders: [upgrader], httpEncoder: encoder, extraHTTPHandlers: extras) { context in
+                boundHTTPHandler.value.handOverAdmission()
                 context.pipeline.syncOperations.removeHandler(boundHTTPHandler.value, promise: nil)
             }
         }
@@ -213,6 +230,8 @@ public final class RelayServer: Sendable {
             withServerUpgrade: (
                 upgraders: [upgrader],
                 completionHandler: { context in
+                    // Right before the upgrade adds the codec that takes the admission over.
+                    boundHTTPHandler.value.handOverAdmission()
                     context.pipeline.syncOperations.removeHandler(boundHTTPHandler.value, promise: nil)
                 }
             ),

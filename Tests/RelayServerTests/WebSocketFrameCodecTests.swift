@@ -188,6 +188,18 @@ final class WebSocketFrameCodecTests: XCTestCase {
         XCTAssertEqual(data.readInteger(as: UInt16.self), CloseCode.invalidPayloadData)
     }
 
+    func testAnUpgradedSocketIsCountedUntilItCloses() throws {
+        let harness = Harness()
+        let admission = harness.relay.admission
+        let channel = try upgraded(harness)
+        XCTAssertEqual(admission.openConnections, 1, "the HTTP handler handed the admission over, not back")
+        XCTAssertEqual(admission.connections(ip: "127.0.0.1"), 1)
+        try channel.close().wait()
+        harness.loop.run()
+        XCTAssertEqual(admission.openConnections, 0, "the codec gave it back")
+        XCTAssertEqual(admission.connections(ip: "127.0.0.1"), 0)
+    }
+
     func testBeforeConnectAFrameOverTheSmallLimitCloses1009() throws {
         let harness = Harness { $0.engine.maxConnectPayload = 100 }
         let channel = try upgraded(harness)

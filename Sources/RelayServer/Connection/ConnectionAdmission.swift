@@ -15,14 +15,16 @@ import RelayCore
 ///
 /// Confined to the channel's event loop.
 final class ConnectionAdmission {
+    // One per connection for its whole life: the flags after the address, which leaves room
+    // for them (a 16-byte allocation class less than in declaration order with gaps).
     private let admission: AdmissionControl
     private let trusted: TrustedProxies
+    /// The address the connection is counted against (`nil`: not counted per IP yet).
+    private var key: String?
     /// The TCP peer or the PROXY-declared client; `nil` when the channel has no IP peer.
     let connectionAddress: IPAddress?
     /// `X-Forwarded-For` names the client of each request.
     private let perRequest: Bool
-    /// The address the connection is counted against (`nil`: not counted per IP yet).
-    private var key: String?
     /// Within the connection limits for the current client.
     private(set) var admitted: Bool
     private var released = false

@@ -31,27 +31,31 @@ final class SocketSession: ConnectionSink {
         case soon
     }
 
+    // Stored in this order on purpose: what a delivery reads (`enqueue`, `deliver`: the
+    // lifecycle, the connect state, the transport) in the object's first cache lines, which a
+    // fan-out prefetches a few members ahead; small fields together (no padding between them).
+
     /// The hub's name for the socket; a new one each time the client CONNECTs again on the same
     /// Engine.IO session (after a `41`).
     private(set) var connectionID: ConnectionID
+    private var lifecycle = Lifecycle.open
+    /// The client negotiated permessage-deflate.
+    let deflate: Bool
+    private var transports = SessionTransports()
+    /// Registration, the CONNECT's setup and the recovery bookkeeping (`ConnectSetup`).
+    var connectState = ConnectState<OutboundMessage>()
     let relay: RelayContext
+    let partition: LoopPartition
     /// The client's address, as the upgrade or handshake request gave it (logs, the
     /// failed-authentication budget, the admin API).
     let remoteIP: String
-    /// The client negotiated permessage-deflate.
-    let deflate: Bool
-    let partition: LoopPartition
-    var session: EngineSession
-    private var transports = SessionTransports()
     private var timer = SessionTimer()
-    /// Registration, the CONNECT's setup and the recovery bookkeeping (`ConnectSetup`).
-    var connectState = ConnectState<OutboundMessage>()
     /// Made for the first receipt: most sockets never send one.
     private(set) lazy var receipts = SocketReceipts()
     /// What a long-polling session's endpoint asked to be told; `nil` for the sessions of
     /// WebSockets (most of them), so that they do not carry two empty closures.
     private var hooks: Hooks?
-    private var lifecycle = Lifecycle.open
+    var session: EngineSession
 
     /// Called once when the session ended (the polling registry forgets it).
     var onEnd: (() -> Void)? {

@@ -28,6 +28,9 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Makes a WebSocket upgrade handler for the next request of a keep-alive connection.
     var makeUpgradeHandler: ((ChannelPipeline.SynchronousOperations) throws -> HTTPServerUpgradeHandler)?
+    /// This handler gives the connection's admission back when it leaves the pipeline (the
+    /// connection closed), unless an upgrade handed it on to the WebSocket (`handOverAdmission`).
+    private var releasesAdmission = true
 
     init(relay: RelayContext, router: HTTPRouter, client: ConnectionAdmission) {
         self.relay = relay
@@ -46,6 +49,12 @@ final class HTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         // The closure holds this handler (through the upgrader's completion): let both go once
         // the connection upgraded or closed, instead of for as long as the socket lives.
         makeUpgradeHandler = nil
+        if releasesAdmission { client.release() }
+    }
+
+    /// The connection upgraded: its WebSocket gives the admission back when it closes.
+    func handOverAdmission() {
+        releasesAdmission = false
     }
 
     /// Closes a connection that does not finish a request in time (half-sent requests, idle

@@ -40,6 +40,9 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
     }
 
     private let decoder: WebSocketFrameDecoder
+    /// The connection's admission, given back when the codec leaves the pipeline (the connection
+    /// closed); `nil` in tests.
+    private var admission: ConnectionAdmission?
     private var validator = WebSocketTextValidator()
     /// Bytes read and not yet a whole frame; `nil` when none (nearly always, between reads).
     private var pending: ByteBuffer?
@@ -52,8 +55,9 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
     private static let reclaimThreshold = 1024
 
     /// `maxFrameSize`: the largest frame payload the decoder takes (`NIOWebSocketError.invalidFrameLength` beyond).
-    init(maxFrameSize: Int) {
+    init(maxFrameSize: Int, admission: ConnectionAdmission? = nil) {
         decoder = WebSocketFrameDecoder(maxFrameSize: maxFrameSize)
+        self.admission = admission
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -158,6 +162,8 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         pending = nil
+        admission?.release()
+        admission = nil
     }
 }
 
