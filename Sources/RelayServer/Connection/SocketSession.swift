@@ -235,7 +235,7 @@ final class SocketSession: ConnectionSink {
         // The loop holds the session until the timer fires or `end` cancels it. (A weak hold
         // would give every session a side table and make each retain on the delivery path a
         // slow one.)
-        timer.set(for: session.nextDeadline, now: hub.clock.monotonicMs(), on: eventLoop, handler: self)
+        timer.set(for: session.nextDeadline, now: hub.clock.monotonicMs(), on: eventLoop, owner: self)
     }
 
     /// The socket authenticated: its transport lifts the pre-authentication limits.
@@ -405,12 +405,12 @@ extension SocketSession {
     }
 }
 
-extension SocketSession: NIOScheduledCallbackHandler {
+extension SocketSession: SessionTimerOwner {
     /// The session's timer passed (`armTimer`): the heartbeat, pong, CONNECT, upgrade or token
-    /// deadline it was set for.
-    func handleScheduledCallback(eventLoop: some EventLoop) {
-        guard !ended else { return }
-        timer.fired()
+    /// deadline it was set for. A callback replaced or cancelled after NIO took it out of its
+    /// queue does nothing.
+    func sessionTimerFired(generation: UInt32) {
+        guard !ended, timer.fired(generation) else { return }
         perform(session.tick(now: hub.clock.monotonicMs()))
     }
 }
