@@ -199,6 +199,11 @@ final class LoadConnection: ChannelInboundHandler {
         }
     }
 
+    /// Acks of `kind` still awaited: sent, and neither acked nor refused.
+    func awaitedAcks(of kind: AckKind) -> Int {
+        pendingAcks.values.reduce(0) { $0 + ($1.1 == kind ? 1 : 0) }
+    }
+
     /// Emits `42[<id>]["event",payload]`.
     func emit(_ event: String, _ payloadJSON: String, ack: AckKind? = nil, flushNow: Bool = true) {
         if let ack {
