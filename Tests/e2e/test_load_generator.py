@@ -15,7 +15,8 @@ from websockets.asyncio.server import serve
 from helpers import JWT_SECRET, REPO_ROOT, relay_binary
 
 FLAGS = ["--events-per-second", "100000", "--event-burst", "100000", "--rate", "custom=100000:100000",
-         "--rate", "typing=100000:100000", "--rate", "location=100000:100000", "--rate", "receipt=100000:100000"]
+         "--rate", "typing=100000:100000", "--rate", "location=100000:100000", "--rate", "receipt=100000:100000",
+         "--packets-per-second", "100000", "--receipts-per-user-per-second", "100000"]
 RELAY_ARGS = FLAGS
 
 
@@ -75,7 +76,20 @@ def test_location(relay):
 
 def test_receipts(relay):
     out = run_load("receipts", *common(relay), "--clients", 4, "--window", 4, "--duration", 1)
-    assert out["receipts_acked"] > 0 and out["ack_samples"] > 0
+    assert out["receipts_acked"] > 0 and out["ack_samples"] > 0 and out["receipts_unanswered"] == 0
+    assert not [k for k in out if k.startswith("closed_by_server")]
+
+
+def test_receipts_fails_a_run_whose_sockets_the_relay_closed(start_relay):
+    # At 5 packets a second (burst 10) the relay closes each socket (1008) after a few
+    # receipts: the run must fail, not report the survivors' rate.
+    relay = start_relay("--packets-per-second", "5")
+    binary = load_binary()
+    r = subprocess.run([binary, "receipts", *map(str, common(relay)), "--clients", "2", "--window", "4", "--duration", "1", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, f"exited {r.returncode}\n{r.stdout}\n{r.stderr}"
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["failed"] and out["closed_by_server[1008]"] == 2 and out["receipts_unanswered"] > 0
 
 
 def test_slow_consumer(relay):
