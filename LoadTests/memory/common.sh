@@ -77,3 +77,12 @@ child_running() {
   done
   return 1
 }
+
+# start_connections COUNT HOLD CONCURRENCY RELAY_PID OUTFILE: relay-load holds COUNT sockets for
+# HOLD seconds on $PORT (from 4 loopback source addresses, bounded by `timeout 300`), in the
+# background; sets LPID.
+start_connections() {
+  timeout 300 "$LOAD" connections --count "$1" --hold "$2" --source-addresses 4 --concurrency "$3" \
+    --host 127.0.0.1 --port "$PORT" --secret "$SECRET" --relay-pid "$4" > "$5" 2>&1 &
+  LPID=$!; started $LPID
+}

@@ -20,9 +20,7 @@ env ${RELAY_ENV:-} "$RELAY" --port "$PORT" --db "$OUT/relay.sqlite" "${RELAY_FLA
 PID=$!; started $PID
 wait_listening "$OUT/server.log" 100 || { stop_relay $PID; exit 1; }
 sleep 1
-timeout 300 "$LOAD" connections --count "$COUNT" --hold 25 --source-addresses 4 --concurrency 512 \
-  --host 127.0.0.1 --port "$PORT" --secret "$SECRET" --relay-pid $PID > "$OUT/load.txt" 2>&1 &
-LPID=$!; started $LPID
+start_connections "$COUNT" 25 512 $PID "$OUT/load.txt"
 wait_established "$PORT" "$COUNT" 600
 sleep 2
 echo "open: $(grep VmRSS /proc/$PID/status)"

@@ -25,9 +25,7 @@ PID=$(child_running "$RELAY" $HPID) || { echo "relay process under heaptrack $HP
 started $PID
 echo "relay pid $PID (heaptrack $HPID) $(cat /proc/$PID/comm)"
 sleep 2
-timeout 300 "$LOAD" connections --count "$COUNT" --hold 20 --source-addresses 4 --concurrency 64 \
-  --host 127.0.0.1 --port "$PORT" --secret "$SECRET" --relay-pid $PID > "$OUT/load.txt" 2>&1 &
-LPID=$!; started $LPID
+start_connections "$COUNT" 20 64 $PID "$OUT/load.txt"
 wait_established "$PORT" "$COUNT" 600
 sleep 3
 echo "established $N; rss $(grep VmRSS /proc/$PID/status)"
