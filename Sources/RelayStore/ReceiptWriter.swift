@@ -7,8 +7,9 @@ import RelayCore
 /// The single writer behind `SQLiteReceiptStore`: a dedicated thread (never an event loop) that
 /// takes every receipt waiting, writes them in one transaction (group commit), and only after
 /// the commit completes their promises — one hop per event loop, not one per receipt.
-/// (`@unchecked Sendable`: `pending`, `stopping`, `stopped`, `stopWaiters` and `idle` are only
-/// touched with `condition` locked; `nextPrune` only by the writer thread.)
+/// (`@unchecked Sendable`: `pending`, `stopping`, `stopped`, `stopWaiters`, `idle` and
+/// `restartWanted` are only touched with `condition` locked; `nextPrune` only by the writer
+/// thread.)
 final class ReceiptWriter: @unchecked Sendable {
     private struct Pending {
         var receipt: NewReceipt
@@ -26,6 +27,8 @@ final class ReceiptWriter: @unchecked Sendable {
     private var stopWaiters: [CheckedContinuation<Void, Never>] = []
     /// The writer thread is waiting for work: only then does `submit` need to signal.
     private var idle = false
+    /// The WAL grew past its bound (`WALCheckpointer`): make it start over after this batch.
+    private var restartWanted = false
     private var nextPrune: Date
 
     init(pool: DatabasePool, options: SQLiteReceiptStore.Options, wallClockMs: @escaping @Sendable () -> Int64, logger: Logger) {
@@ -53,6 +56,14 @@ final class ReceiptWriter: @unchecked Sendable {
         }
         for (receipt, promise) in items { pending.append(Pending(receipt: receipt, promise: promise)) }
         if idle { condition.signal() }
+        condition.unlock()
+    }
+
+    /// The WAL is long: a restarting checkpoint runs between two commits. No wake-up: the
+    /// writer is committing (that is why the log grew) and looks after its batch.
+    func requestWALRestart() {
+        condition.lock()
+        restartWanted = true
         condition.unlock()
     }
 
@@ -99,9 +110,12 @@ final class ReceiptWriter: @unchecked Sendable {
             let batch = Array(pending.prefix(options.maxBatch))
             pending.removeFirst(batch.count)
             let exit = stopping && pending.isEmpty
+            let restart = restartWanted
+            restartWanted = false
             condition.unlock()
 
             if !batch.isEmpty { commit(batch) }
+            if restart { restartWAL() }
             if let days = options.retentionDays, Date() >= nextPrune {
                 nextPrune = Date().addingTimeInterval(Double(options.pruneIntervalSeconds))
                 let cutoff = wallClockMs() - Int64(days) * 86_400_000
@@ -155,6 +169,22 @@ final class ReceiptWriter: @unchecked Sendable {
             results = .failure(error)
         }
         complete(batch, results)
+    }
+
+    /// Makes the next commit start the WAL over: a restarting checkpoint, from the writer's own
+    /// connection, so no commit holds the write lock against it. It copies what the last passive
+    /// checkpoint left and waits at most 50 ms for readers (receipt syncs); if it cannot finish,
+    /// the checkpointer asks again.
+    private func restartWAL() {
+        do {
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA busy_timeout = 50")
+                defer { try? db.execute(sql: "PRAGMA busy_timeout = 5000") }
+                _ = try db.checkpoint(.restart)
+            }
+        } catch {
+            logger.debug("WAL restart skipped", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Completes promises grouped by event loop: one `execute` per loop.

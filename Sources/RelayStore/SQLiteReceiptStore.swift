@@ -63,7 +63,10 @@ public final class SQLiteReceiptStore: ReceiptStore, Sendable {
         self.readers = NIOThreadPool(numberOfThreads: 2)
         self.readers.start()
         self.writer = ReceiptWriter(pool: pool, options: options, wallClockMs: wallClockMs, logger: logger)
-        self.checkpointer = try WALCheckpointer(path: path, interval: options.walCheckpointIntervalSeconds, restartFrames: options.walRestartFrames, logger: logger)
+        let writer = self.writer
+        self.checkpointer = try WALCheckpointer(
+            path: path, interval: options.walCheckpointIntervalSeconds, restartFrames: options.walRestartFrames, logger: logger,
+            wantsRestart: { writer.requestWALRestart() })
     }
 
     private let checkpointer: WALCheckpointer

@@ -7,11 +7,12 @@ import Logging
 /// never block the writer; once one has copied every frame, SQLite starts the WAL over from its
 /// beginning at the next commit, so the file stops growing. Under steady load that moment never
 /// comes (a commit always lands while the checkpoint copies), and the log grew by about 4 KiB
-/// per receipt (720 MB in 8 s): past `restartFrames`, a restarting checkpoint right after the
-/// passive one (little left to copy) makes the next commit start the log over; it waits at most
-/// 50 ms for readers, so commits stall at most that long, once per `restartFrames`. (A
-/// truncating checkpoint waited up to the 5 s busy timeout: measured as 240 ms ack stalls, so
-/// it is only done at shutdown.)
+/// per receipt (720 MB in 8 s): past `restartFrames` the checkpointer asks the writer
+/// (`wantsRestart`) for a restarting checkpoint between two commits. Not from here: a restart
+/// needs the write lock, which a writer committing batch after batch holds almost always, so a
+/// restart tried from this connection lost that race again and again on a loaded machine and
+/// the log kept growing. (A truncating checkpoint waited up to the 5 s busy timeout: measured as
+/// 240 ms ack stalls, so it is only done at shutdown.)
 /// (`@unchecked Sendable`: `stopped` and `done` are only touched with `condition` locked.)
 final class WALCheckpointer: @unchecked Sendable {
     private let queue: DatabaseQueue
@@ -20,11 +21,13 @@ final class WALCheckpointer: @unchecked Sendable {
     private var stopped = false
     private var done = false
 
-    /// WAL frames past which a passive checkpoint is followed by a restarting one.
+    /// WAL frames past which the writer is asked to make the log start over.
     private let restartFrames: Int
+    private let wantsRestart: @Sendable () -> Void
 
-    init(path: String, interval: TimeInterval = 0.5, restartFrames: Int = 16_384, logger: Logger) throws {
+    init(path: String, interval: TimeInterval = 0.5, restartFrames: Int = 16_384, logger: Logger, wantsRestart: @escaping @Sendable () -> Void) throws {
         self.restartFrames = restartFrames
+        self.wantsRestart = wantsRestart
         var config = Configuration()
         config.busyMode = .timeout(5)
         self.queue = try DatabaseQueue(path: path, configuration: config)
@@ -42,13 +45,8 @@ final class WALCheckpointer: @unchecked Sendable {
             condition.unlock()
             if exit { break }
             do {
-                try queue.writeWithoutTransaction { db in
-                    let (frames, _) = try db.checkpoint(.passive)
-                    guard frames > restartFrames else { return }
-                    try db.execute(sql: "PRAGMA busy_timeout = 50")
-                    defer { try? db.execute(sql: "PRAGMA busy_timeout = 5000") }
-                    _ = try? db.checkpoint(.restart)
-                }
+                let frames = try queue.writeWithoutTransaction { db in try db.checkpoint(.passive).walFrameCount }
+                if frames > restartFrames { wantsRestart() }
             } catch {
                 logger.debug("WAL checkpoint skipped", metadata: ["error": "\(error)"])
             }
