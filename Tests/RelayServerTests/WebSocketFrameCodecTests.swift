@@ -91,7 +91,7 @@ final class WebSocketFrameCodecTests: XCTestCase {
         try write(channel, Array(whole.prefix(2 + 4 + 4)))
         XCTAssertTrue(recorder.frames.isEmpty)
         XCTAssertEqual(recorder.errors.count, 1)
-        XCTAssertTrue(recorder.errors.first is TextUTF8Guard.InvalidText)
+        XCTAssertTrue(recorder.errors.first is WebSocketFrameCodec.InvalidText)
         try write(channel, frame(Array("later".utf8)))
         XCTAssertTrue(recorder.frames.isEmpty, "nothing after invalid text")
         XCTAssertEqual(recorder.errors.count, 1)

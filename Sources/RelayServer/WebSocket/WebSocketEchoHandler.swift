@@ -48,7 +48,7 @@ final class WebSocketEchoHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let wsError = error as? NIOWebSocketError {
             close(context: context, code: wsError == .invalidFrameLength ? CloseCode.messageTooBig : CloseCode.protocolError)
-        } else if error is TextUTF8Guard.InvalidText {
+        } else if error is WebSocketFrameCodec.InvalidText {
             close(context: context, code: CloseCode.invalidPayloadData)
         } else {
             context.close(promise: nil)

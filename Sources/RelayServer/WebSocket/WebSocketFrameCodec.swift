@@ -30,6 +30,10 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
     typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = ByteBuffer
 
+    /// Invalid UTF-8 in a text message: raised into the pipeline for the WebSocket handler to
+    /// close with 1007.
+    struct InvalidText: Error {}
+
     private enum State {
         case reading
         /// Invalid text: nothing more is read.
@@ -75,8 +79,7 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
         guard bytes.withUnsafeReadableBytes({ validator.scan($0) }) == .ok else {
             state = .refused
             pending = nil
-            // The error `TextUTF8Guard` raised when it was a handler of its own (close 1007).
-            context.fireErrorCaught(TextUTF8Guard.InvalidText())
+            context.fireErrorCaught(InvalidText())
             return
         }
         append(&bytes)

@@ -168,7 +168,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
             case .invalidFrameLength: fail(code: CloseCode.messageTooBig, reason: "frame too large")
             default: fail(code: CloseCode.protocolError, reason: "protocol error")
             }
-        } else if error is TextUTF8Guard.InvalidText {
+        } else if error is WebSocketFrameCodec.InvalidText {
             fail(code: CloseCode.invalidPayloadData, reason: "invalid UTF-8")
         } else {
             context.close(promise: nil)
