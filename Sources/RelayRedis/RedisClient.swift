@@ -43,33 +43,23 @@ public final class RedisClient: @unchecked Sendable {
     let options: Options
     let logger: Logger
 
+    /// Whom the client tells of messages and of going up or down.
+    private struct Handlers {
+        let onMessage: @Sendable (String, ByteBuffer) -> Void
+        let onLinkChange: @Sendable (Bool) -> Void
+    }
+
     // Loop-confined state.
     private var links: [RedisEndpoint.Address: RedisNodeLink] = [:]
     /// Links being made: a second caller waits for the same one.
     private var connecting: [RedisEndpoint.Address: EventLoopFuture<RedisNodeLink>] = [:]
-    private var slotMap = RedisSlotMap()
-    /// The map was read since the last master was lost: a map from before is not trusted, even
-    /// when links to the same addresses are up again (a Redis restarted empty on the same ports
-    /// is not the cluster that map described).
-    private var mapConfirmed = false
-    private var topology = Topology.unknown
+    private var masters = RedisMasters()
     private var up = false
-    private var stopped = false
-    private var attempt = 0
-    private var refreshing = false
-    private var refreshAgain = false
-    private var refreshTask: Scheduled<Void>?
-    private var periodicRefresh: RepeatedTask?
-    private var channels: Set<String> = []
-    /// Where each channel is subscribed now (the master that owned its slot then).
-    private var subscribedOn: [String: RedisEndpoint.Address] = [:]
-    /// Channels the server confirmed on the current link, and who waits for a confirmation.
-    private var confirmed: Set<String> = []
-    private var confirmationWaiters: [String: [EventLoopPromise<Void>]] = [:]
-    private var onMessage: (@Sendable (String, ByteBuffer) -> Void)?
-    private var onLinkChange: (@Sendable (Bool) -> Void)?
-    private let upFlag = NIOLockedValueBox(false)
-    private let topologyFlag = NIOLockedValueBox(Topology.unknown)
+    private var refreshes = RedisRefreshSchedule()
+    private var subscriptions = RedisSubscriptions()
+    private var handlers: Handlers?
+    /// `up` and the topology, for readers on any thread.
+    private let published = NIOLockedValueBox((up: false, topology: Topology.unknown))
 
     public init(endpoint: RedisEndpoint, eventLoop: any EventLoop, options: Options = Options(), logger: Logger = Logger(label: "relay.redis")) {
         self.endpoint = endpoint
@@ -79,27 +69,25 @@ public final class RedisClient: @unchecked Sendable {
     }
 
     /// Whether every slot's master is reachable (readable from any thread).
-    public var isUp: Bool { upFlag.withLockedValue { $0 } }
+    public var isUp: Bool { published.withLockedValue { $0.up } }
     /// One Redis, a cluster or a Sentinel-named master (readable from any thread).
-    public var currentTopology: Topology { topologyFlag.withLockedValue { $0 } }
+    public var currentTopology: Topology { published.withLockedValue { $0.topology } }
 
     /// Starts connecting; `onMessage` gets every pub/sub message, `onLinkChange` every up/down.
     public func start(onMessage: @escaping @Sendable (String, ByteBuffer) -> Void, onLinkChange: @escaping @Sendable (Bool) -> Void) {
         eventLoop.execute {
-            self.onMessage = onMessage
-            self.onLinkChange = onLinkChange
+            self.handlers = Handlers(onMessage: onMessage, onLinkChange: onLinkChange)
             self.refresh()
-            self.periodicRefresh = self.eventLoop.scheduleRepeatedTask(initialDelay: self.options.slotMapRefresh, delay: self.options.slotMapRefresh) { _ in
-                if self.topology == .cluster { self.refresh() }
+            let periodic = self.eventLoop.scheduleRepeatedTask(initialDelay: self.options.slotMapRefresh, delay: self.options.slotMapRefresh) { _ in
+                if self.masters.topology == .cluster { self.refresh() }
             }
+            self.refreshes.repeatEvery(periodic)
         }
     }
 
     public func stop() async {
         try? await eventLoop.submit {
-            self.stopped = true
-            self.refreshTask?.cancel()
-            self.periodicRefresh?.cancel()
+            self.refreshes.stop()
             for link in self.links.values { link.close() }
             self.links.removeAll()
         }.get()
@@ -192,8 +180,8 @@ public final class RedisClient: @unchecked Sendable {
 
     /// The master a command for `slot` goes to (any master for keyless commands).
     private func route(_ slot: Int?) -> RedisEndpoint.Address? {
-        if let slot { return slotMap.owner(of: slot) }
-        return slotMap.masters.first { links[$0]?.isUp == true }
+        if let slot { return masters.slotMap.owner(of: slot) }
+        return masters.slotMap.masters.first { links[$0]?.isUp == true }
     }
 
     private func redirected(
@@ -202,7 +190,7 @@ public final class RedisClient: @unchecked Sendable {
         if let redirect = RedisRedirect(error: message) {
             switch redirect {
             case .moved(let movedSlot, let address):
-                slotMap.move(slot: movedSlot, to: address)
+                masters.slotMap.move(slot: movedSlot, to: address)
                 scheduleRefresh(after: .zero)
                 withLink(to: address) { self.dispatch(bytes, slot: slot, to: address, asking: false, tries: tries + 1, attempt: attempt, promise: promise) }
             case .ask(_, let address):
@@ -216,7 +204,7 @@ public final class RedisClient: @unchecked Sendable {
         }
         // A demoted master (Sentinel failover) or a cluster that is failing over: look again
         // for the master, and try once it may be there.
-        if message.hasPrefix("READONLY"), topology != .cluster, let link = links[from] {
+        if message.hasPrefix("READONLY"), masters.topology != .cluster, let link = links[from] {
             link.close()
             linkClosed(link)
         } else {
@@ -241,7 +229,7 @@ public final class RedisClient: @unchecked Sendable {
     /// Adds channels to the subscriptions (kept across reconnects and topology changes).
     public func subscribe(_ names: [String]) {
         eventLoop.execute {
-            let new = names.filter { self.channels.insert($0).inserted }
+            let new = self.subscriptions.add(names)
             if !new.isEmpty { self.placeSubscriptions(new) }
         }
     }
@@ -250,9 +238,9 @@ public final class RedisClient: @unchecked Sendable {
     /// once if it already did); fails after the command timeout.
     public func subscribed(_ name: String) -> EventLoopFuture<Void> {
         eventLoop.flatSubmit {
-            if self.confirmed.contains(name) { return self.eventLoop.makeSucceededVoidFuture() }
+            if self.subscriptions.isConfirmed(name) { return self.eventLoop.makeSucceededVoidFuture() }
             let promise = self.eventLoop.makePromise(of: Void.self)
-            self.confirmationWaiters[name, default: []].append(promise)
+            self.subscriptions.wait(for: name, promise)
             let timeout = self.eventLoop.scheduleTask(in: self.options.commandTimeout) { promise.fail(RESPError.unavailable) }
             promise.futureResult.whenComplete { _ in timeout.cancel() }
             return promise.futureResult
@@ -261,13 +249,7 @@ public final class RedisClient: @unchecked Sendable {
 
     public func unsubscribe(_ names: [String]) {
         eventLoop.execute {
-            var byLink: [RedisEndpoint.Address: [String]] = [:]
-            for name in names where self.channels.remove(name) != nil {
-                // Not confirmed any more from now: a subscription made again must be confirmed anew.
-                self.confirmed.remove(name)
-                if let address = self.subscribedOn.removeValue(forKey: name) { byLink[address, default: []].append(name) }
-            }
-            for (address, gone) in byLink {
+            for (address, gone) in self.subscriptions.remove(names) {
                 for group in self.commandGroups(gone) { self.links[address]?.writeSubscriber([self.shardedPubSub ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"] + group) }
             }
         }
@@ -277,50 +259,36 @@ public final class RedisClient: @unchecked Sendable {
     /// subscribed elsewhere.
     private func placeSubscriptions(_ names: [String]) {
         guard up else { return }
-        var add: [RedisEndpoint.Address: [String]] = [:]
-        var drop: [RedisEndpoint.Address: [String]] = [:]
-        for name in names {
-            guard let owner = slotMap.owner(of: RedisHashSlot.slot(of: name)), links[owner]?.isUp == true else { continue }
-            if let current = subscribedOn[name] {
-                if current == owner { continue }
-                drop[current, default: []].append(name)
-            }
-            subscribedOn[name] = owner
-            confirmed.remove(name)
-            add[owner, default: []].append(name)
+        let plan = subscriptions.place(names) { name in
+            guard let owner = masters.slotMap.owner(of: RedisHashSlot.slot(of: name)), links[owner]?.isUp == true else { return nil }
+            return owner
         }
         let (subscribe, unsubscribe) = shardedPubSub ? ("SSUBSCRIBE", "SUNSUBSCRIBE") : ("SUBSCRIBE", "UNSUBSCRIBE")
-        for (address, gone) in drop where links[address]?.isUp == true {
+        for (address, gone) in plan.unsubscribe where links[address]?.isUp == true {
             for group in commandGroups(gone) { links[address]?.writeSubscriber([unsubscribe] + group) }
         }
-        for (address, new) in add {
+        for (address, new) in plan.subscribe {
             for group in commandGroups(new) { links[address]?.writeSubscriber([subscribe] + group) }
         }
     }
 
-    /// Channels in groups one (S)SUBSCRIBE may carry: one slot each in a cluster.
+    /// Channels in groups one (S)SUBSCRIBE may carry: one slot each for sharded pub/sub in a cluster.
     private func commandGroups(_ names: [String]) -> [[String]] {
-        guard topology == .cluster, shardedPubSub else { return names.isEmpty ? [] : [names.sorted()] }
-        // Grouped once: a resubscription after a failover may carry every channel of the node.
-        let bySlot = Dictionary(grouping: names, by: { RedisHashSlot.slot(of: $0) })
-        return bySlot.keys.sorted().compactMap { bySlot[$0]?.sorted() }
+        RedisSubscriptions.commandGroups(names, bySlot: masters.topology == .cluster && shardedPubSub)
     }
 
     private func handleSubscriberMessage(_ value: RESPValue, from address: RedisEndpoint.Address) {
         guard let items = value.elements, items.count >= 3, let kind = items[0].string else { return }
         switch kind.lowercased() {
         case "message", "smessage":
-            if let channel = items[1].string, case .bulkString(let payload) = items[2] { onMessage?(channel, payload) }
+            if let channel = items[1].string, case .bulkString(let payload) = items[2] { handlers?.onMessage(channel, payload) }
         case "subscribe", "ssubscribe":
-            guard let channel = items[1].string, subscribedOn[channel] == address else { return }
-            confirmed.insert(channel)
-            for waiter in confirmationWaiters.removeValue(forKey: channel) ?? [] { waiter.succeed(()) }
+            guard let channel = items[1].string else { return }
+            for waiter in subscriptions.confirm(channel, on: address) { waiter.succeed(()) }
         case "unsubscribe", "sunsubscribe":
-            guard let channel = items[1].string, subscribedOn[channel] == address else { return }
             // Not asked for: the channel's slot moved to another master. Find out where.
-            confirmed.remove(channel)
-            subscribedOn.removeValue(forKey: channel)
-            if channels.contains(channel) { scheduleRefresh(after: .zero) }
+            guard let channel = items[1].string, subscriptions.dropped(channel, on: address) else { return }
+            scheduleRefresh(after: .zero)
         default:
             break
         }
@@ -330,7 +298,7 @@ public final class RedisClient: @unchecked Sendable {
     public var usesShardedPubSub: EventLoopFuture<Bool> { eventLoop.submit { self.shardedPubSub } }
     public var respVersion: EventLoopFuture<Int> { eventLoop.submit { self.anyLink?.protocolVersion ?? 2 } }
 
-    private var anyLink: RedisNodeLink? { slotMap.masters.lazy.compactMap { self.links[$0] }.first { $0.isUp } }
+    private var anyLink: RedisNodeLink? { masters.slotMap.masters.lazy.compactMap { self.links[$0] }.first { $0.isUp } }
     private var shardedPubSub: Bool { anyLink?.shardedPubSub ?? false }
 
     // MARK: Topology
@@ -343,7 +311,7 @@ public final class RedisClient: @unchecked Sendable {
         let link = RedisNodeLink(address: address, eventLoop: eventLoop)
         links[address] = link
         let future = link.connect(
-            password: endpoint.password, database: topology == .cluster ? 0 : endpoint.database, timeout: options.connectTimeout,
+            password: endpoint.password, database: masters.topology == .cluster ? 0 : endpoint.database, timeout: options.connectTimeout,
             onPush: { [weak self] value in self?.handleSubscriberMessage(value, from: address) },
             onClosed: { [weak self] link in self?.linkClosed(link) }
         ).map { link }.flatMapErrorThrowing { error in
@@ -358,12 +326,9 @@ public final class RedisClient: @unchecked Sendable {
     private func linkClosed(_ link: RedisNodeLink) {
         guard links[link.address] === link else { return }
         links.removeValue(forKey: link.address)
-        for (channel, address) in subscribedOn where address == link.address {
-            subscribedOn.removeValue(forKey: channel)
-            confirmed.remove(channel)
-        }
-        if slotMap.masters.contains(link.address) {
-            mapConfirmed = false
+        subscriptions.forget(link.address)
+        if masters.slotMap.masters.contains(link.address) {
+            masters.confirmed = false
             logger.warning("redis link down", metadata: ["endpoint": "\(link.address)"])
             evaluate()
             scheduleRefresh(after: .zero)
@@ -373,29 +338,29 @@ public final class RedisClient: @unchecked Sendable {
     /// Finds the masters (asking the sentinels, or a cluster node for its slot map), links to
     /// each, and places the subscriptions; retried with backoff until every slot is served.
     private func refresh() {
-        guard !stopped else { return }
-        guard !refreshing else {
-            refreshAgain = true
+        guard !refreshes.stopped else { return }
+        guard !refreshes.running else {
+            refreshes.again = true
             return
         }
-        refreshing = true
+        refreshes.running = true
         discover().flatMap { map -> EventLoopFuture<Void> in
             self.adopt(map)
             let missing = map.masters.filter { self.links[$0]?.isUp != true }
             let connects = missing.map { self.connectLink($0).map { _ in () }.recover { _ in () } }
             return EventLoopFuture.andAllComplete(connects, on: self.eventLoop)
         }.whenComplete { result in
-            self.refreshing = false
+            self.refreshes.running = false
             switch result {
-            case .success: self.mapConfirmed = true
+            case .success: self.masters.confirmed = true
             case .failure(let error):
-                self.mapConfirmed = false
+                self.masters.confirmed = false
                 self.logger.debug("redis topology not found", metadata: ["error": "\(error)"])
             }
             self.evaluate()
-            if self.up { self.placeSubscriptions(Array(self.channels)) }
-            if self.refreshAgain {
-                self.refreshAgain = false
+            if self.up { self.placeSubscriptions(Array(self.subscriptions.channels)) }
+            if self.refreshes.again {
+                self.refreshes.again = false
                 self.scheduleRefresh(after: .zero)
             } else if !self.up {
                 self.scheduleRefresh(after: self.backoff())
@@ -404,52 +369,48 @@ public final class RedisClient: @unchecked Sendable {
     }
 
     private func scheduleRefresh(after delay: TimeAmount) {
-        guard !stopped, refreshTask == nil else { return }
-        refreshTask = eventLoop.scheduleTask(in: delay) {
-            self.refreshTask = nil
+        guard refreshes.maySchedule else { return }
+        let task = eventLoop.scheduleTask(in: delay) {
+            self.refreshes.scheduledStarted()
             self.refresh()
         }
+        refreshes.schedule(task)
     }
 
-    /// Exponential backoff with jitter: half to all of min(max, initial · 2^attempt). Looking for
-    /// a failed-over master waits at most `failoverBackoff`.
+    /// The wait before the next look. Looking for a failed-over master waits at most
+    /// `failoverBackoff`.
     private func backoff() -> TimeAmount {
-        let cap = topology == .single ? options.maxBackoff : options.failoverBackoff
-        let base = min(cap.nanoseconds, options.initialBackoff.nanoseconds << min(attempt, 16))
-        attempt += 1
-        return .nanoseconds(Int64.random(in: base / 2...max(base / 2, base)))
+        refreshes.backoff(initial: options.initialBackoff, cap: masters.topology == .single ? options.maxBackoff : options.failoverBackoff)
     }
 
     private func adopt(_ map: RedisSlotMap) {
-        slotMap = map
+        masters.slotMap = map
         // Links to nodes that are no longer masters carry nothing: close them.
         for (address, link) in links where !map.masters.contains(address) {
             links.removeValue(forKey: address)
             link.close()
-            for (channel, on) in subscribedOn where on == address {
-                subscribedOn.removeValue(forKey: channel)
-                confirmed.remove(channel)
-            }
+            subscriptions.forget(address)
         }
     }
 
     /// Up when every slot has a master with a live link.
     private func evaluate() {
-        let now = mapConfirmed && slotMap.coversEverySlot && slotMap.masters.allSatisfy { links[$0]?.isUp == true }
-        topologyFlag.withLockedValue { $0 = topology }
+        let map = masters.slotMap
+        let now = masters.confirmed && map.coversEverySlot && map.masters.allSatisfy { links[$0]?.isUp == true }
+        let topology = masters.topology
+        published.withLockedValue { $0 = (now, topology) }
         guard now != up else { return }
         up = now
-        upFlag.withLockedValue { $0 = now }
         if now {
-            attempt = 0
+            refreshes.succeeded()
             logger.info("redis link up", metadata: [
-                "topology": "\(topology.rawValue)", "masters": "\(slotMap.masters.map(\.description).joined(separator: ","))",
+                "topology": "\(topology.rawValue)", "masters": "\(map.masters.map(\.description).joined(separator: ","))",
                 "resp": "\(anyLink?.protocolVersion ?? 2)", "sharded": "\(shardedPubSub)",
             ])
         } else {
             logger.warning("redis down", metadata: ["topology": "\(topology.rawValue)"])
         }
-        onLinkChange?(now)
+        handlers?.onLinkChange(now)
     }
 
     /// The current masters: from the sentinels, from a cluster node, or the one Redis.
@@ -460,15 +421,15 @@ public final class RedisClient: @unchecked Sendable {
                     self.ask(link, ["ROLE"]).flatMapThrowing { role in
                         // A sentinel may name a master that has not finished its promotion yet.
                         guard role.elements?.first?.string == "master" else { throw RESPError.server("not a master yet") }
-                        self.topology = .sentinel
+                        self.masters.topology = .sentinel
                         return RedisSlotMap(single: address)
                     }
                 }
             }
         }
         // Known masters first, then the seeds, then every node the last map named.
-        var candidates: [RedisEndpoint.Address] = slotMap.masters.filter { links[$0]?.isUp == true }
-        for address in endpoint.addresses + slotMap.nodes where !candidates.contains(address) { candidates.append(address) }
+        var candidates: [RedisEndpoint.Address] = masters.slotMap.masters.filter { links[$0]?.isUp == true }
+        for address in endpoint.addresses + masters.slotMap.nodes where !candidates.contains(address) { candidates.append(address) }
         return askForSlots(candidates[...])
     }
 
@@ -479,12 +440,12 @@ public final class RedisClient: @unchecked Sendable {
                 guard let map = RedisSlotMap(clusterSlots: reply, answeredBy: address), !map.masters.isEmpty else {
                     throw RESPError.server("no cluster slot map")
                 }
-                self.topology = .cluster
+                self.masters.topology = .cluster
                 return map
             }.flatMapError { error in
                 // Not a cluster: this is the one Redis.
                 if case RESPError.server(let message) = error, message.contains("cluster support disabled") {
-                    self.topology = .single
+                    self.masters.topology = .single
                     return self.eventLoop.makeSucceededFuture(RedisSlotMap(single: address))
                 }
                 return self.eventLoop.makeFailedFuture(error)
