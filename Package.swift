@@ -143,7 +143,7 @@ let package = Package(
             ],
             path: "LoadTests/relay-load"
         ),
-        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayTestSupport"]),
         // Test helpers shared by test targets (a real redis-server, started and stopped by pid).
         .target(name: "RelayTestSupport", dependencies: [.product(name: "NIOPosix", package: "swift-nio")], path: "Tests/RelayTestSupport"),
         .testTarget(

@@ -1,3 +1,4 @@
+import RelayTestSupport
 import NIOCore
 import XCTest
 
@@ -116,18 +117,7 @@ final class RedisTopologyTests: XCTestCase {
     // MARK: Hostile replies and strings (seeded random inputs: the fuzz build compiles RelayCore
     // only, and these parsers read what a Redis server sends)
 
-    private struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
-    private func randomValue(_ rng: inout SplitMix, depth: Int) -> RESPValue {
+    private func randomValue(_ rng: inout SplitMix64, depth: Int) -> RESPValue {
         let ints: [Int64] = [-1, 0, 1, 5460, 5461, 16383, 16384, 65535, 65536, .max, .min]
         switch Int.random(in: 0..<(depth > 3 ? 4 : 6), using: &rng) {
         case 0: return .integer(Bool.random(using: &rng) ? ints.randomElement(using: &rng) ?? 0 : Int64.random(in: -5...70000, using: &rng))
@@ -141,7 +131,7 @@ final class RedisTopologyTests: XCTestCase {
     }
 
     func testRandomClusterSlotsRepliesNeverTrap() {
-        var rng = SplitMix(state: 31)
+        var rng = SplitMix64(seed: 31)
         let answered = Address(host: "10.0.0.1", port: 7000)
         var parsed = 0
         for _ in 0..<50_000 {
@@ -159,7 +149,7 @@ final class RedisTopologyTests: XCTestCase {
     }
 
     func testRandomRedirectsAndEndpointsNeverTrap() {
-        var rng = SplitMix(state: 7)
+        var rng = SplitMix64(seed: 7)
         let pieces = ["MOVED", "ASK", " ", "1", "16383", "16384", "-1", "h", ":", "6379", "0", "65536", "redis://", "redis+sentinel://",
                       ",", "/", "@", "pw", "::1", "[", "]", "\u{0}", "é", "99999999999999999999"]
         for _ in 0..<50_000 {
