@@ -20,6 +20,8 @@ RATES=${RATES:-4000 16000}; DURATION=${DURATION:-10}; PORT=${PORT:-18200}
 read -r -a OLD_EXTRA <<< "${OLD_ARGS:-}"
 read -r -a NEW_EXTRA <<< "${NEW_ARGS:-}"
 SECRET=bench-secret-0123456789abcdef0123456789
+# shellcheck source=bench-relay-flags.sh
+source "$(dirname "$0")/bench-relay-flags.sh"
 mkdir -p "$OUT"
 echo "# $(date -Is) OLD=$OLD ${OLD_ARGS:-} NEW=$NEW ${NEW_ARGS:-}" >> "$OUT/uptime.log"
 busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $9}' /proc/stat; }  # busy jiffies (user nice system irq softirq), steal
@@ -41,9 +43,7 @@ for round in $(seq 1 "$ROUNDS"); do
     if [ "$which" = after ]; then bin=$NEW; extra=("${NEW_EXTRA[@]}"); fi
     rm -f "$OUT"/r.sqlite*
     wait_quiet
-    "$bin" --port "$PORT" --jwt-secret "$SECRET" --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789 \
-      --db "$OUT/r.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --packets-per-second 1000000 --inbound-bytes-per-second 1000000000 --event-bytes-per-second 1000000000 --rate custom=1000000:1000000 \
-      --max-connections-per-ip 1000000 --max-connections-per-user 1000000 ${extra[@]+"${extra[@]}"} > "$OUT/$which.log" 2>&1 &
+    "$bin" --port "$PORT" --db "$OUT/r.sqlite" "${BENCH_RELAY_FLAGS[@]}" ${extra[@]+"${extra[@]}"} > "$OUT/$which.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 100); do grep -q "relay listening" "$OUT/$which.log" 2>/dev/null && break; sleep 0.1; done
     for rate in $RATES; do

@@ -18,6 +18,8 @@ ROOMS=${ROOMS:-20}; MEMBERS=${MEMBERS:-50}; SENDERS=${SENDERS:-20}; RATE=${RATE:
 DURATION=${DURATION:-10}; CONNS=${CONNS:-5000}; OUT=${OUT:-bench-results}
 SOCKETIO_NODE=${SOCKETIO_NODE:-}
 SECRET=bench-secret-0123456789abcdef0123456789
+# shellcheck source=bench-relay-flags.sh
+source scripts/bench-relay-flags.sh
 mkdir -p "$OUT"
 
 # --- prerequisites -------------------------------------------------------------------------
@@ -66,9 +68,7 @@ run() {
     --max-error-rate 1 --json > "$OUT/$name-fanout.json" || true
 }
 
-RELAY_FLAGS=(--jwt-secret "$SECRET" --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789
-  --db "$OUT/relay.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --packets-per-second 1000000 --inbound-bytes-per-second 1000000000 --event-bytes-per-second 1000000000
-  --rate custom=1000000:1000000 --max-connections-per-ip 1000000 --max-connections-per-user 1000000)
+RELAY_FLAGS=(--db "$OUT/relay.sqlite" "${BENCH_RELAY_FLAGS[@]}")
 
 start relay 18100 "relay listening" "$BIN/relay" --port 18100 "${RELAY_FLAGS[@]}"
 run relay socketio 18100

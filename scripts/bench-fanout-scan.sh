@@ -23,6 +23,8 @@ SIZES=${SIZES:-"10 100 1000 10000"}; DPS=${DPS:-100000}; SAT_SIZES=${SAT_SIZES-"
 ROUNDS=${ROUNDS:-2}; DURATION=${DURATION:-6}; OUT=${OUT:-bench-results/scan}; UWS=${UWS:-}
 SETUP_TIMEOUT=${SETUP_TIMEOUT:-900}; DEVICES=${DEVICES:-10}
 SECRET=bench-secret-0123456789abcdef0123456789
+# shellcheck source=bench-relay-flags.sh
+source scripts/bench-relay-flags.sh
 mkdir -p "$OUT"
 if [ -z "${RELAY:-}" ] || [ -z "${LOAD:-}" ]; then
   swift build -c release --product relay
@@ -48,9 +50,7 @@ one() {
   if [ "$size" -lt 100 ]; then rooms=10; senders=10; else rooms=1; senders=1; fi
   rate=$(python3 -c "print(max(1, round($dps / (($size - 1) * 1.0))))")
   if [ "$kind" = relay ]; then
-    "$RELAY" --port $port --jwt-secret $SECRET --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789 \
-      --db "$OUT/relay.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --packets-per-second 1000000 --inbound-bytes-per-second 1000000000 --event-bytes-per-second 1000000000 \
-      --rate custom=1000000:1000000 --max-connections-per-ip 1000000 --max-connections-per-user 1000000 \
+    "$RELAY" --port $port --db "$OUT/relay.sqlite" "${BENCH_RELAY_FLAGS[@]}" \
       --max-connections 100000 ${THREADS:+--threads $THREADS} > "$OUT/server.log" 2>&1 &
     proto=socketio
   else

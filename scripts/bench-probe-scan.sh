@@ -30,6 +30,8 @@ RELAY=${RELAY:-.build-release/release/relay}; UWS=${UWS:-/work/peers/uws/uws-bro
 WS_NODE_PATH=${WS_NODE_PATH:-/usr/share/nodejs}; SIO_NODE_MODULES=${SIO_NODE_MODULES:-/work/peers/socketio-node/node_modules}
 PYTHON=${PYTHON:-.venv/bin/python}; NODE=${NODE:-node}
 SECRET=bench-secret-0123456789abcdef0123456789
+# shellcheck source=bench-relay-flags.sh
+source scripts/bench-relay-flags.sh
 PROBE=LoadTests/probe/probe.js
 mkdir -p "$OUT"
 
@@ -77,10 +79,7 @@ start() {
   case $kind in
     relay|relay-before)
       local bin=$RELAY; [ "$kind" = relay-before ] && bin=$RELAY_BEFORE
-      "$bin" --port "$port" --jwt-secret $SECRET --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789 \
-        --db "$OUT/relay.sqlite" --log-level notice --events-per-second 1000000 --event-burst 1000000 --packets-per-second 1000000 \
-        --inbound-bytes-per-second 1000000000 --event-bytes-per-second 1000000000 --rate custom=1000000:1000000 \
-        --max-connections-per-ip 1000000 --max-connections-per-user 1000000 --max-connections 100000 > "$log" 2>&1 & ;;
+      "$bin" --port "$port" --db "$OUT/relay.sqlite" "${BENCH_RELAY_FLAGS[@]}" --max-connections 100000 > "$log" 2>&1 & ;;
     uws) "$UWS" "$port" > "$log" 2>&1 & ;;
     ws) NODE_PATH=$WS_NODE_PATH "$NODE" LoadTests/peers/ws-broadcast.js "$port" > "$log" 2>&1 & ;;
     socketio-node) NODE_PATH=$SIO_NODE_MODULES "$NODE" LoadTests/peers/socketio-node-server.js "$port" > "$log" 2>&1 & ;;

@@ -6,13 +6,11 @@
 
 OUT_ROOT=${OUT_ROOT:-/tmp/relay-memory}
 SECRET=bench-secret-0123456789abcdef0123456789
-# The bench-fanout-scan flags: limits out of the way so only memory (or CPU) is measured.
-RELAY_FLAGS=(--host 127.0.0.1 --jwt-secret "$SECRET"
-  --api-key bench-api-key-0123456789 --admin-key bench-admin-key-0123456789
-  --log-level notice --events-per-second 1000000 --event-burst 1000000 --packets-per-second 1000000
-  --inbound-bytes-per-second 1000000000 --event-bytes-per-second 1000000000
-  --rate custom=1000000:1000000 --max-connections-per-ip 1000000 --max-connections-per-user 1000000
-  --max-connections 100000)
+# The benchmark scripts' flags (scripts/bench-relay-flags.sh): limits out of the way so only
+# memory (or CPU) is measured.
+# shellcheck source=../../scripts/bench-relay-flags.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/bench-relay-flags.sh"
+RELAY_FLAGS=(--host 127.0.0.1 "${BENCH_RELAY_FLAGS[@]}" --max-connections 100000)
 
 die() { echo "$(basename "$0"): $*" >&2; exit 2; }
 
