@@ -16,7 +16,8 @@ This measures the first factor on the file system of `--dir` (the benchmark's `-
   is a commit that touches N pages: Relay's commits write about one WAL frame per receipt (the
   receipts of a batch land on different leaves of the unique and author indexes), so 200
   frames is a commit of ~200 receipts, and its rate × 200 also bounds receipts by bandwidth;
-- `sqlite FULL batch=N`: Relay's schema (ReceiptSchema, all migrations) and pragmas
+- `sqlite FULL batch=N`: Relay's schema (ReceiptSchema, all migrations, read from a database
+  the relay itself creates: `--relay BIN`, default the release build, or `--schema-from DB`) and pragmas
   (SQLiteReceiptStore: WAL, `synchronous=FULL`, `cache_size=-65536`, `mmap_size=256 MiB`,
   `wal_autocheckpoint=0`; passive checkpoints every 0.5 s from a second connection on another
   thread, as WALCheckpointer does), the writer's `INSERT … ON CONFLICT DO NOTHING`, N receipts
@@ -46,6 +47,7 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -54,25 +56,50 @@ import time
 FRAME = 4096 + 24  # one WAL frame: a 4 KiB page and its header
 REGION = 16 << 20  # the wrapped region of the overwrite tests (a small WAL)
 
-SCHEMA = """
-CREATE TABLE receipt (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    room TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    author_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('delivered', 'read')),
-    ts INTEGER NOT NULL,
-    gid INTEGER,
-    origin TEXT,
-    replicated INTEGER NOT NULL DEFAULT 1,
-    UNIQUE (message_id, user_id, kind)
-);
-CREATE INDEX receipt_author_id ON receipt (author_id, id);
-CREATE UNIQUE INDEX receipt_gid ON receipt (gid) WHERE gid IS NOT NULL;
-CREATE INDEX receipt_author_gid ON receipt (author_id, gid) WHERE gid IS NOT NULL;
-CREATE INDEX receipt_unreplicated ON receipt (id) WHERE replicated = 0;
-"""
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def relay_schema(relay: str | None, database: str | None, scratch: str) -> str:
+    """The receipts schema exactly as the relay makes it (ReceiptSchema, every migration): read
+    from `database` (a file a relay created), or from a database a relay started here creates
+    (`relay --db … --port 0`, stopped by its pid once it listens). Not a copy kept here, so the
+    measurement follows every migration."""
+    if database is None:
+        if relay is None or not os.access(relay, os.X_OK):
+            raise SystemExit(f"no relay binary at {relay}: give --relay BIN or --schema-from DB")
+        database = os.path.join(scratch, "schema.sqlite")
+        secret = "disk-limit-secret-0123456789abcdef0123"
+        proc = subprocess.Popen([relay, "--host", "127.0.0.1", "--port", "0", "--db", database, "--jwt-secret", secret,
+                                 "--api-key", "disk-limit-api-key-0123456789", "--admin-key", "disk-limit-admin-key-0123456789",
+                                 "--log-level", "notice"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if "listening" in line:
+                    break
+                if time.monotonic() > deadline:
+                    raise SystemExit("the relay did not report listening within 30 s")
+            else:
+                raise SystemExit(f"the relay exited ({proc.wait()}) before listening")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    db = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' "
+                          "ORDER BY type = 'index', rowid").fetchall()
+    finally:
+        db.close()
+    if not any("CREATE TABLE receipt" in (r[0] or "") for r in rows):
+        raise SystemExit(f"{database} has no receipt table")
+    return ";\n".join(r[0] for r in rows) + ";"
+
+
 INSERT = ("INSERT INTO receipt (room, message_id, author_id, user_id, kind, ts, replicated) VALUES (?, ?, ?, ?, ?, ?, ?) "
           "ON CONFLICT (message_id, user_id, kind) DO NOTHING")
 
@@ -210,7 +237,7 @@ def raw_sync(path: str, seconds: float, max_ops: int, frames: int, overwrite: bo
         os.close(fd)
 
 
-def sqlite_commits(path: str, seconds: float, max_ops: int, batch: int, synchronous: str) -> tuple[list[int], list[int], float, int]:
+def sqlite_commits(path: str, schema: str, seconds: float, max_ops: int, batch: int, synchronous: str) -> tuple[list[int], list[int], float, int]:
     """Relay's writer: `batch` receipts per transaction, one transaction at a time."""
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
@@ -221,7 +248,7 @@ def sqlite_commits(path: str, seconds: float, max_ops: int, batch: int, synchron
     db.execute("PRAGMA cache_size = -65536")
     db.execute("PRAGMA mmap_size = 268435456")
     db.execute("PRAGMA wal_autocheckpoint = 0")
-    db.executescript(SCHEMA)
+    db.executescript(schema)
 
     # WALCheckpointer: a passive checkpoint every 0.5 s from its own connection and thread.
     stop_checkpoints = threading.Event()
@@ -297,6 +324,9 @@ def main() -> int:
                          "each receipt lands on its own leaf of the unique index)")
     ap.add_argument("--skip-raw", action="store_true", help="only the SQLite tests")
     ap.add_argument("--skip-sqlite", action="store_true", help="only the raw write+sync tests")
+    ap.add_argument("--relay", default=os.path.join(REPO, ".build-release", "release", "relay"),
+                    help="relay binary that creates the receipts schema for the SQLite tests (default: the release build)")
+    ap.add_argument("--schema-from", metavar="DB", help="a receipts database a relay created (instead of starting --relay)")
     ap.add_argument("--json", action="store_true", help="print only the JSON object")
     args = ap.parse_args()
     if args.seconds <= 0 or args.seconds > 60 or args.max_ops <= 0:
@@ -324,11 +354,12 @@ def main() -> int:
                                        mb_per_second=round(len(lat) * frames * FRAME / elapsed / 1e6, 1), **probe.result(len(lat))))
                 os.remove(f)
         if not args.skip_sqlite:
+            schema = relay_schema(args.relay, args.schema_from, tmp)
             f = os.path.join(tmp, "receipts.sqlite")
             for synchronous in ("FULL", "NORMAL"):
                 for batch in args.batch:
                     probe = Probe(dev)
-                    lat, waits, elapsed, cps = sqlite_commits(f, args.seconds, args.max_ops, batch, synchronous)
+                    lat, waits, elapsed, cps = sqlite_commits(f, schema, args.seconds, args.max_ops, batch, synchronous)
                     results.append(summary(f"sqlite {synchronous} batch={batch}", lat, waits, elapsed, per_op=batch, checkpoints=cps,
                                            **probe.result(len(lat))))
     finally:
