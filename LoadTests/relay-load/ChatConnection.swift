@@ -53,51 +53,37 @@ final class ChatConnection: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        switch frame.opcode {
-        case .text:
-            handleText(frame.data)
-        case .connectionClose:
-            var d = frame.data
-            let code = d.readInteger(as: UInt16.self) ?? 1005
-            if !closingByUs { app.stats.closes[code, default: 0] += 1 }
-            context.close(promise: nil)
-        case .ping:
-            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.data)), promise: nil)
-        default:
-            break
+        guard frame.opcode == .text else {
+            if let code = SocketIOText.control(frame, context: context), !closingByUs { app.stats.closes[code, default: 0] += 1 }
+            return
         }
+        handleText(frame.data)
     }
 
     private func handleText(_ buffer: ByteBuffer) {
         let now = monotonicNanos()
         buffer.withUnsafeReadableBytes { raw in
             let b = raw.bindMemory(to: UInt8.self)
-            guard let first = b.first else { return }
-            switch first {
-            case UInt8(ascii: "2"):
+            switch SocketIOText.packet(b) {
+            case .ping:
                 sendText("3")
-            case UInt8(ascii: "0"):
+            case .open:
                 sendText("40{\"token\":\"\(device.user.token)\",\"rooms\":\(device.user.roomsJSON)}")
-            case UInt8(ascii: "4") where b.count >= 2:
-                switch b[1] {
-                case UInt8(ascii: "2"):
-                    app.stats.events += 1
-                    handleEvent(b, now: now)
-                case UInt8(ascii: "3"):
-                    handleAck(b, now: now)
-                case UInt8(ascii: "0"):
-                    // Relay lists rooms it refused; a stock server refuses the whole CONNECT.
-                    if LoadConnection.contains(b, "\"refused\"") { app.stats.errors["rooms_refused", default: 0] += 1 }
-                    isConnected = true
-                    app.connected(self, now: now)
-                    ready.succeed(())
-                case UInt8(ascii: "4"):
-                    app.stats.errors["connect_error", default: 0] += 1
-                    ready.fail(LoadError.connectRefused(String(decoding: b, as: UTF8.self)))
-                default:
-                    break
-                }
-            default:
+            case .event:
+                app.stats.events += 1
+                handleEvent(b, now: now)
+            case .ack(let id):
+                handleAck(b, id: id, now: now)
+            case .connected:
+                // Relay lists rooms it refused; a stock server refuses the whole CONNECT.
+                if SocketIOText.contains(b, "\"refused\"") { app.stats.errors["rooms_refused", default: 0] += 1 }
+                isConnected = true
+                app.connected(self, now: now)
+                ready.succeed(())
+            case .connectError:
+                app.stats.errors["connect_error", default: 0] += 1
+                ready.fail(LoadError.connectRefused(String(decoding: b, as: UTF8.self)))
+            case .other:
                 break
             }
         }
@@ -106,33 +92,27 @@ final class ChatConnection: ChannelInboundHandler {
     private func handleEvent(_ b: UnsafeBufferPointer<UInt8>, now: UInt64) {
         // 42["name",{…}]
         guard b.count > 5 else { return }
-        if LoadConnection.hasPrefix(b, from: 4, "chat:message\"") {
+        if SocketIOText.hasPrefix(b, from: 4, "chat:message\"") {
             app.chatMessage(
-                to: device, sentAt: Self.int(b, "\"t\":") ?? 0, room: Self.int(b, "\"room\":", after: "chat-") ?? -1,
-                from: Self.int(b, "\"from\":", after: "user-") ?? -1, now: now, messageID: { Self.string(b, "\"messageId\":") })
-        } else if LoadConnection.hasPrefix(b, from: 4, "typing:") {
+                to: device, sentAt: SocketIOText.int(b, "\"t\":") ?? 0, room: SocketIOText.int(b, "\"room\":", after: "chat-") ?? -1,
+                from: SocketIOText.int(b, "\"from\":", after: "user-") ?? -1, now: now, messageID: { SocketIOText.string(b, "\"messageId\":") })
+        } else if SocketIOText.hasPrefix(b, from: 4, "typing:") {
             app.arrived(now: now) { $0.typingDeliveries += 1 }
-        } else if LoadConnection.hasPrefix(b, from: 4, "message:delivered\"") || LoadConnection.hasPrefix(b, from: 4, "message:read\"") {
+        } else if SocketIOText.hasPrefix(b, from: 4, "message:delivered\"") || SocketIOText.hasPrefix(b, from: 4, "message:read\"") {
             app.arrived(now: now) { $0.receiptDeliveries += 1 }
-        } else if LoadConnection.hasPrefix(b, from: 4, "presence:") {
+        } else if SocketIOText.hasPrefix(b, from: 4, "presence:") {
             app.arrived(now: now) { $0.presenceDeliveries += 1 }
-        } else if LoadConnection.hasPrefix(b, from: 4, "error\"") {
-            app.stats.errors["error_event[\(Self.string(b, "\"code\":") ?? "?")]", default: 0] += 1
+        } else if SocketIOText.hasPrefix(b, from: 4, "error\"") {
+            app.stats.errors["error_event[\(SocketIOText.string(b, "\"code\":") ?? "?")]", default: 0] += 1
         } else {
             app.arrived(now: now) { $0.otherDeliveries += 1 }
         }
     }
 
-    private func handleAck(_ b: UnsafeBufferPointer<UInt8>, now: UInt64) {
-        var i = 2
-        var id: Int64 = 0
-        while i < b.count, b[i] >= 48, b[i] <= 57 {
-            id = id * 10 + Int64(b[i] - 48)
-            i += 1
-        }
+    private func handleAck(_ b: UnsafeBufferPointer<UInt8>, id: Int64, now: UInt64) {
         guard let (sentAt, kind, inWindow) = pendingAcks.removeValue(forKey: id) else { return }
-        guard LoadConnection.contains(b, "\"ok\":true") || LoadConnection.contains(b, "\"ok\": true") else {
-            app.stats.ackErrors[Self.string(b, "\"code\":") ?? "unknown", default: 0] += 1
+        guard SocketIOText.isOK(b) else {
+            app.stats.ackErrors[SocketIOText.string(b, "\"code\":") ?? "unknown", default: 0] += 1
             return
         }
         guard inWindow else { return }
@@ -171,36 +151,5 @@ final class ChatConnection: ChannelInboundHandler {
     func close() {
         closingByUs = true
         context?.close(promise: nil)
-    }
-
-    // MARK: Scanners (tolerant of a space after the colon)
-
-    /// The integer after `key` (and after the literal `after`, inside a string: `"chat-12"`).
-    static func int(_ b: UnsafeBufferPointer<UInt8>, _ key: StaticString, after prefix: StaticString = "") -> Int64? {
-        guard var i = LoadConnection.find(b, key) else { return nil }
-        while i < b.count, b[i] == UInt8(ascii: " ") { i += 1 }
-        if prefix.utf8CodeUnitCount > 0 {
-            guard i < b.count, b[i] == UInt8(ascii: "\""), LoadConnection.hasPrefix(b, from: i + 1, prefix) else { return nil }
-            i += 1 + prefix.utf8CodeUnitCount
-        }
-        var v: Int64 = 0
-        var digits = 0
-        while i < b.count, b[i] >= 48, b[i] <= 57 {
-            v = v &* 10 &+ Int64(b[i] - 48)
-            i += 1
-            digits += 1
-        }
-        return digits > 0 ? v : nil
-    }
-
-    /// The string after `key` (no escapes: the generator's own ids and codes have none).
-    static func string(_ b: UnsafeBufferPointer<UInt8>, _ key: StaticString) -> String? {
-        guard var i = LoadConnection.find(b, key) else { return nil }
-        while i < b.count, b[i] == UInt8(ascii: " ") { i += 1 }
-        guard i < b.count, b[i] == UInt8(ascii: "\"") else { return nil }
-        i += 1
-        var end = i
-        while end < b.count, b[end] != UInt8(ascii: "\"") { end += 1 }
-        return String(decoding: UnsafeBufferPointer(rebasing: b[i..<end]), as: UTF8.self)
     }
 }

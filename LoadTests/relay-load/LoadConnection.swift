@@ -67,52 +67,39 @@ final class LoadConnection: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        switch frame.opcode {
-        case .text:
-            handleText(frame.data)
-        case .connectionClose:
-            var d = frame.data
-            let code = d.readInteger(as: UInt16.self) ?? 1005
-            stats.closes[code, default: 0] += 1
-            context.close(promise: nil)
-        case .ping:
-            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.data)), promise: nil)
-        default:
-            break
+        guard frame.opcode == .text else {
+            if let code = SocketIOText.control(frame, context: context) { stats.closes[code, default: 0] += 1 }
+            return
         }
+        handleText(frame.data)
     }
 
     private func handleText(_ buffer: ByteBuffer) {
         let now = monotonicNanos()
         buffer.withUnsafeReadableBytes { raw in
             let b = raw.bindMemory(to: UInt8.self)
-            guard let first = b.first else { return }
+            guard !b.isEmpty else { return }
             if wire == .raw {
                 stats.events += 1
-                if let t = Self.intField(b, "\"t\":") { record(delivery: now, sentAt: t) }
+                if let t = SocketIOText.int(b, "\"t\":") { record(delivery: now, sentAt: t) }
                 return
             }
-            switch first {
-            case UInt8(ascii: "2"):
+            switch SocketIOText.packet(b) {
+            case .ping:
                 sendText("3")
-            case UInt8(ascii: "0"):
+            case .open:
                 sendText("40{\"token\":\"\(token)\"}")
-            case UInt8(ascii: "4") where b.count >= 2:
-                switch b[1] {
-                case UInt8(ascii: "0"):
-                    if let room { emit("room:join", "{\"room\":\"\(room)\"}", ack: .join) } else { markReady() }
-                case UInt8(ascii: "2"):
-                    stats.events += 1
-                    handleEvent(b, now: now)
-                case UInt8(ascii: "3"):
-                    handleAck(b, now: now)
-                case UInt8(ascii: "4"):
-                    stats.errors["connect_error", default: 0] += 1
-                    ready.fail(LoadError.connectRefused(String(decoding: b, as: UTF8.self)))
-                default:
-                    break
-                }
-            default:
+            case .connected:
+                if let room { emit("room:join", "{\"room\":\"\(room)\"}", ack: .join) } else { markReady() }
+            case .event:
+                stats.events += 1
+                handleEvent(b, now: now)
+            case .ack(let id):
+                handleAck(b, id: id, now: now)
+            case .connectError:
+                stats.errors["connect_error", default: 0] += 1
+                ready.fail(LoadError.connectRefused(String(decoding: b, as: UTF8.self)))
+            case .other:
                 break
             }
         }
@@ -121,36 +108,30 @@ final class LoadConnection: ChannelInboundHandler {
     private func handleEvent(_ b: UnsafeBufferPointer<UInt8>, now: UInt64) {
         // 42["name",{...}]
         guard b.count > 5 else { return }
-        if Self.hasPrefix(b, from: 4, "typing:") {
+        if SocketIOText.hasPrefix(b, from: 4, "typing:") {
             stats.typingEvents += 1
             if observesTyping, let room { stats.typingArrivals[room, default: []].append(now) }
             return
         }
         // Other members joining (the setup's own traffic): not a delivery of the scenario.
-        if Self.hasPrefix(b, from: 4, "presence:") {
+        if SocketIOText.hasPrefix(b, from: 4, "presence:") {
             stats.presenceEvents += 1
             return
         }
-        if Self.hasPrefix(b, from: 4, "error\"") {
+        if SocketIOText.hasPrefix(b, from: 4, "error\"") {
             stats.errors["error_event", default: 0] += 1
             return
         }
-        if let t = Self.intField(b, "\"t\":") {
+        if let t = SocketIOText.int(b, "\"t\":") {
             record(delivery: now, sentAt: t)
         } else {
             stats.deliveries += 1
         }
     }
 
-    private func handleAck(_ b: UnsafeBufferPointer<UInt8>, now: UInt64) {
-        var i = 2
-        var id: Int64 = 0
-        while i < b.count, b[i] >= 48, b[i] <= 57 {
-            id = id * 10 + Int64(b[i] - 48)
-            i += 1
-        }
+    private func handleAck(_ b: UnsafeBufferPointer<UInt8>, id: Int64, now: UInt64) {
         guard let (sentAt, kind) = pendingAcks.removeValue(forKey: id) else { return }
-        let ok = Self.contains(b, "\"ok\":true") || Self.contains(b, "\"ok\": true")
+        let ok = SocketIOText.isOK(b)
         switch kind {
         case .join:
             if ok { markReady() } else { ready.fail(LoadError.joinRefused(String(decoding: b, as: UTF8.self))) }
@@ -160,7 +141,7 @@ final class LoadConnection: ChannelInboundHandler {
                 stats.ackLatency.record((now &- sentAt) / 1000)
                 if kind == .receipt { onAck?() }
             } else {
-                let code = Self.stringField(b, "\"code\":\"") ?? "unknown"
+                let code = SocketIOText.string(b, "\"code\":") ?? "unknown"
                 stats.ackErrors[code, default: 0] += 1
             }
         }
@@ -233,48 +214,6 @@ final class LoadConnection: ChannelInboundHandler {
     func stall() {
         stalled = true
         context?.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
-    }
-
-    // MARK: Tiny scanners (the generator must stay cheap)
-
-    static func hasPrefix(_ b: UnsafeBufferPointer<UInt8>, from: Int, _ s: StaticString) -> Bool {
-        let n = s.utf8CodeUnitCount
-        guard b.count >= from + n else { return false }
-        for i in 0..<n where b[from + i] != s.utf8Start[i] { return false }
-        return true
-    }
-
-    static func find(_ b: UnsafeBufferPointer<UInt8>, _ s: StaticString) -> Int? {
-        let n = s.utf8CodeUnitCount
-        guard b.count >= n else { return nil }
-        var i = 0
-        while i + n <= b.count {
-            if b[i] == s.utf8Start[0] && hasPrefix(b, from: i, s) { return i + n }
-            i += 1
-        }
-        return nil
-    }
-
-    static func contains(_ b: UnsafeBufferPointer<UInt8>, _ s: StaticString) -> Bool { find(b, s) != nil }
-
-    static func intField(_ b: UnsafeBufferPointer<UInt8>, _ key: StaticString) -> Int64? {
-        guard var i = find(b, key) else { return nil }
-        while i < b.count, b[i] == UInt8(ascii: " ") { i += 1 }
-        var v: Int64 = 0
-        var digits = 0
-        while i < b.count, b[i] >= 48, b[i] <= 57 {
-            v = v &* 10 &+ Int64(b[i] - 48)
-            i += 1
-            digits += 1
-        }
-        return digits > 0 ? v : nil
-    }
-
-    static func stringField(_ b: UnsafeBufferPointer<UInt8>, _ key: StaticString) -> String? {
-        guard let start = find(b, key) else { return nil }
-        var end = start
-        while end < b.count, b[end] != UInt8(ascii: "\"") { end += 1 }
-        return String(decoding: UnsafeBufferPointer(rebasing: b[start..<end]), as: UTF8.self)
     }
 }
 
