@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import shutil
 import sqlite3
 import subprocess
@@ -71,17 +72,22 @@ def relay_schema(relay: str | None, database: str | None, scratch: str) -> str:
         secret = "disk-limit-secret-0123456789abcdef0123"
         proc = subprocess.Popen([relay, "--host", "127.0.0.1", "--port", "0", "--db", database, "--jwt-secret", secret,
                                  "--api-key", "disk-limit-api-key-0123456789", "--admin-key", "disk-limit-admin-key-0123456789",
-                                 "--log-level", "notice"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                 "--log-level", "notice"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
+            # Bounded even if the relay hangs without a word: raw reads of its pipe, waited for
+            # with select (no buffered reader that could hold the line select cannot see).
             deadline = time.monotonic() + 30
             assert proc.stdout is not None
-            for line in proc.stdout:
-                if "listening" in line:
-                    break
-                if time.monotonic() > deadline:
+            fd = proc.stdout.fileno()
+            output = b""
+            while b"listening" not in output:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
                     raise SystemExit("the relay did not report listening within 30 s")
-            else:
-                raise SystemExit(f"the relay exited ({proc.wait()}) before listening")
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise SystemExit(f"the relay exited ({proc.wait()}) before listening")
+                output = output[-64:] + chunk
         finally:
             proc.terminate()
             try:
