@@ -7,8 +7,8 @@ import RelayCore
 /// nothing to take is held until there is (at the latest the next ping), and a second `GET`
 /// while one is held is a protocol error. Sizes are what polling carries: attachments as base64.
 final class PollingTransport: SessionTransport {
-    /// A held `GET`: its answer completes on the request's own loop; held at most `holdMs`.
-    private var held: (promise: EventLoopPromise<HTTPResponse>, timeout: Scheduled<Void>)?
+    /// The held `GET`, if any, and which hold it is.
+    private var hold = Hold()
     private var buffer: OutboundQueue<OutboundMessage>
     /// An upgrade is under way: every `GET` is answered with `noop` at once.
     private var releasing = false
@@ -65,7 +65,7 @@ final class PollingTransport: SessionTransport {
     }
 
     func flush() {
-        guard let promise = held?.promise, !buffer.isEmpty else { return }
+        guard let promise = hold.request?.promise, !buffer.isEmpty else { return }
         answer(promise, with: takeBody())
     }
 
@@ -83,7 +83,7 @@ final class PollingTransport: SessionTransport {
             if buffer.count > 0 { observers.onDropped?(buffer.count) }
             buffer.removeAll()
         }
-        if let promise = held?.promise {
+        if let promise = hold.request?.promise {
             answer(promise, with: code == CloseCode.normal ? [UInt8(ascii: "6")] : closeBody())
         } else if code == CloseCode.normal {
             owesNoop = true
@@ -98,7 +98,7 @@ final class PollingTransport: SessionTransport {
         guard !closed else { return }
         closed = true
         upgraded = true
-        if let promise = held?.promise {
+        if let promise = hold.request?.promise {
             polledDuringUpgrade = true
             answer(promise, with: [UInt8(ascii: "6")])
         }
@@ -123,7 +123,7 @@ final class PollingTransport: SessionTransport {
             }
             return
         }
-        if held != nil {
+        if hold.request != nil {
             // Two GETs at once: the client broke the protocol.
             promise.succeed(PollingEndpoint.engineError(.badRequest))
             observers.onViolation?(CloseCode.protocolError, "concurrent polls")
@@ -140,17 +140,19 @@ final class PollingTransport: SessionTransport {
         }
         // Held at most until the next ping; this bound only matters if the session's timers
         // were to stop.
+        hold.generation &+= 1
+        let generation = hold.generation
         let timeout = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(holdMs)) { [weak self] in
-            guard let self, let promise = self.held?.promise else { return }
+            guard let self, generation == self.hold.generation, let promise = self.hold.request?.promise else { return }
             self.answer(promise, with: [UInt8(ascii: "6")])
         }
-        held = (promise, timeout)
+        hold.request = (promise, timeout)
     }
 
     /// An upgrade probe answered `3probe`: release the held `GET` with a noop, and every later one.
     func releasePendingPoll() {
         releasing = true
-        if let promise = held?.promise {
+        if let promise = hold.request?.promise {
             polledDuringUpgrade = true
             answer(promise, with: [UInt8(ascii: "6")])
         }
@@ -177,13 +179,13 @@ final class PollingTransport: SessionTransport {
         buffer.removeAll()
         owesClose = false
         owesNoop = false
-        held?.timeout.cancel()
+        hold.request?.timeout.cancel()
         observers = PollingObservers()
     }
 
     private func answer(_ promise: EventLoopPromise<HTTPResponse>, with body: [UInt8]) {
-        held?.timeout.cancel()
-        held = nil
+        hold.request?.timeout.cancel()
+        hold.request = nil
         promise.succeed(Self.body(body))
     }
 
@@ -212,5 +214,18 @@ final class PollingTransport: SessionTransport {
 
     static func body(_ bytes: [UInt8]) -> HTTPResponse {
         HTTPResponse(status: .ok, contentType: "text/plain; charset=UTF-8", body: bytes)
+    }
+
+    /// A held `GET`: its answer completes on the request's own loop; held at most `holdMs`.
+    ///
+    /// `generation` changes with every `GET` held, and a hold's timeout carries the one it was
+    /// set with, because a cancelled timeout can still run: NIO takes every due task out of its
+    /// queue before it runs the batch, so a timeout due in the same tick as the tasks that
+    /// answered its `GET` and held the next one (a flush, then the client's next poll, hopped
+    /// from the HTTP connection's loop) is no longer there to cancel. Taken for the current
+    /// one, it would answer the new `GET` with a noop long before its time.
+    private struct Hold {
+        var request: (promise: EventLoopPromise<HTTPResponse>, timeout: Scheduled<Void>)?
+        var generation: UInt32 = 0
     }
 }
