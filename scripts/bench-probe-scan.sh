@@ -7,7 +7,10 @@
 # $OUT. Servers whose binary or script is missing are skipped.
 #
 #   SERVERS ["relay uws ws socketio-node"]  also: python (python-socketio, LoadTests/peers/socketio_server.py),
-#   relay-before (RELAY_BEFORE: an earlier relay binary, for a before/after in the same run)
+#   relay-before (RELAY_BEFORE: an earlier relay binary, for a before/after in the same run),
+#   relay-1loop (the relay with --threads 1), nio and nio-2loops (LoadTests/peers/nio-broadcast, a
+#   bare SwiftNIO broadcast with one and two event loops: NIO's own floor; built as its
+#   Package.swift says, binary NIO_BROADCAST)
 #   SIZES ["2 10 100 1000 10000"] members of the one room   WINDOWS ["1 8 64"] messages in flight
 #   ROUNDS [2]  DURATION [5 s measured]  WARMUP [2 s]  DEVICES [10] sockets per user (Relay:
 #   presence is announced per user, so 10 000 single-device users would cost 50 M setup events)
@@ -29,6 +32,7 @@ PORT=${PORT:-18400}; SETUP_TIMEOUT=${SETUP_TIMEOUT:-600}; ACCOUNTING=${ACCOUNTIN
 RELAY=${RELAY:-.build-release/release/relay}; UWS=${UWS:-/work/peers/uws/uws-broadcast}
 WS_NODE_PATH=${WS_NODE_PATH:-/usr/share/nodejs}; SIO_NODE_MODULES=${SIO_NODE_MODULES:-/work/peers/socketio-node/node_modules}
 PYTHON=${PYTHON:-.venv/bin/python}; NODE=${NODE:-node}
+NIO_BROADCAST=${NIO_BROADCAST:-/work/peers/nio-broadcast-build/release/nio-broadcast}
 SECRET=bench-secret-0123456789abcdef0123456789
 # shellcheck source=bench-relay-flags.sh
 source scripts/bench-relay-flags.sh
@@ -40,6 +44,8 @@ available() {
   case $1 in
     relay) [ -x "$RELAY" ] ;;
     relay-before) [ -n "${RELAY_BEFORE:-}" ] && [ -x "$RELAY_BEFORE" ] ;;
+    relay-1loop) [ -x "$RELAY" ] ;;
+    nio|nio-2loops) [ -x "$NIO_BROADCAST" ] ;;
     uws) [ -x "$UWS" ] ;;
     ws) [ -f "$WS_NODE_PATH/ws/package.json" ] ;;
     socketio-node) [ -f LoadTests/peers/socketio-node-server.js ] && [ -d "$SIO_NODE_MODULES/socket.io" ] ;;
@@ -80,6 +86,10 @@ start() {
     relay|relay-before)
       local bin=$RELAY; [ "$kind" = relay-before ] && bin=$RELAY_BEFORE
       "$bin" --port "$port" --db "$OUT/relay.sqlite" "${BENCH_RELAY_FLAGS[@]}" --max-connections 100000 > "$log" 2>&1 & ;;
+    relay-1loop)
+      "$RELAY" --port "$port" --db "$OUT/relay.sqlite" "${BENCH_RELAY_FLAGS[@]}" --max-connections 100000 --threads 1 > "$log" 2>&1 & ;;
+    nio) "$NIO_BROADCAST" "$port" 1 > "$log" 2>&1 & ;;
+    nio-2loops) "$NIO_BROADCAST" "$port" 2 > "$log" 2>&1 & ;;
     uws) "$UWS" "$port" > "$log" 2>&1 & ;;
     ws) NODE_PATH=$WS_NODE_PATH "$NODE" LoadTests/peers/ws-broadcast.js "$port" > "$log" 2>&1 & ;;
     socketio-node) NODE_PATH=$SIO_NODE_MODULES "$NODE" LoadTests/peers/socketio-node-server.js "$port" > "$log" 2>&1 & ;;
@@ -94,7 +104,7 @@ start() {
   return 1
 }
 
-protocol() { case $1 in uws|ws) echo raw ;; *) echo socketio ;; esac; }
+protocol() { case $1 in uws|ws|nio|nio-2loops) echo raw ;; *) echo socketio ;; esac; }
 
 RUN=0
 # one KIND SIZE W ROUND: a fresh server, one probe run, $OUT/KIND-nSIZE-wW-rROUND.json (+ .log)
