@@ -5,11 +5,24 @@ import NIOCore
 /// Durable receipts through the relay: each client keeps a window of receipts in flight and
 /// sends the next as soon as one is acked (acks come only after commit).
 struct ReceiptsScenario: AsyncParsableCommand {
+    /// How the receipts' message ids are made. They decide how many places of the store's
+    /// `(message_id, user_id, kind)` index each commit writes to.
+    enum MessageIDs: String, ExpressibleByArgument, CaseIterable {
+        /// `RUN-CLIENT-N`: each client's messages sort apart from the others', so a commit
+        /// touches one place of the index per client.
+        case perClient = "per-client"
+        /// Wall-clock milliseconds first (fixed-width hex), then client and count, like the
+        /// MongoDB ObjectIds, Snowflakes, ULIDs or UUIDv7s chat backends give their messages:
+        /// new ids sort after older ones, so a commit's receipts land together.
+        case timeOrdered = "time-ordered"
+    }
+
     static let configuration = CommandConfiguration(commandName: "receipts", abstract: "Durable receipts per second and ack latency.")
     @OptionGroup var common: CommonOptions
     @Option(help: "Client sockets.") var clients = 50
     @Option(help: "Receipts in flight per client.") var window = 20
     @Option(help: "Measured seconds.") var duration = 5.0
+    @Option(help: "Message ids: per-client (RUN-CLIENT-N) or time-ordered (like ObjectIds).") var messageIds = MessageIDs.perClient
 
     func run() async throws {
         let run = LoadRun(options: common)
@@ -18,6 +31,7 @@ struct ReceiptsScenario: AsyncParsableCommand {
         let runID = UInt64.random(in: 0..<UInt64.max)
         let stopAt = monotonicNanos() + UInt64(duration * 1e9)
         let window = self.window
+        let idScheme = messageIds
         for (i, c) in conns.enumerated() {
             try await c.channel.eventLoop.submit {
                 let conn = c.connection
@@ -25,11 +39,13 @@ struct ReceiptsScenario: AsyncParsableCommand {
                 conn.onAck = { [weak conn] in
                     guard let conn, monotonicNanos() < stopAt else { return }
                     n += 1
-                    conn.emit(n % 2 == 0 ? "message:delivered" : "message:read", "{\"room\":\"\(conn.room!)\",\"messageId\":\"\(runID)-\(i)-\(n)\",\"authorId\":\"author-\(i)\"}", ack: .receipt, flushNow: false)
+                    let id = Self.messageID(idScheme, run: runID, client: i, n: n)
+                    conn.emit(n % 2 == 0 ? "message:delivered" : "message:read", "{\"room\":\"\(conn.room!)\",\"messageId\":\"\(id)\",\"authorId\":\"author-\(i)\"}", ack: .receipt, flushNow: false)
                 }
                 for _ in 0..<window {
                     n += 1
-                    conn.emit("message:delivered", "{\"room\":\"\(conn.room!)\",\"messageId\":\"\(runID)-\(i)-\(n)\",\"authorId\":\"author-\(i)\"}", ack: .receipt)
+                    let id = Self.messageID(idScheme, run: runID, client: i, n: n)
+                    conn.emit("message:delivered", "{\"room\":\"\(conn.room!)\",\"messageId\":\"\(id)\",\"authorId\":\"author-\(i)\"}", ack: .receipt)
                 }
             }.get()
         }
@@ -46,6 +62,7 @@ struct ReceiptsScenario: AsyncParsableCommand {
         var report = Report("receipts")
         report.add("clients", conns.count)
         report.add("window", window)
+        report.add("message_ids", idScheme.rawValue)
         report.add("receipts_sent", stats.sent)
         report.add("receipts_acked", stats.acks)
         report.add("durable_receipts_per_second", Double(stats.acks) / duration)
@@ -58,5 +75,21 @@ struct ReceiptsScenario: AsyncParsableCommand {
         // A socket the relay closed (a limit the run crossed) makes the rate meaningless: failed.
         let errors = closes > 0 ? max(1, stats.sent) : stats.ackErrors.values.reduce(0, +) + run.connectFailures + unanswered
         try finish(report, errors: errors, operations: max(1, stats.sent), options: common)
+    }
+
+    /// The `n`th message id of `client`, unique within the run and across runs.
+    static func messageID(_ scheme: MessageIDs, run: UInt64, client: Int, n: Int) -> String {
+        switch scheme {
+        case .perClient:
+            return "\(run)-\(client)-\(n)"
+        case .timeOrdered:
+            let ms = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
+            return hex(ms, width: 12) + hex(UInt64(truncatingIfNeeded: client), width: 6) + hex(UInt64(truncatingIfNeeded: n), width: 8) + "-" + String(run, radix: 16)
+        }
+    }
+
+    private static func hex(_ value: UInt64, width: Int) -> String {
+        let digits = String(value, radix: 16)
+        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
     }
 }
