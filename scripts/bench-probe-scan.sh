@@ -83,11 +83,9 @@ trap 'stop; exit 130' INT TERM
 start() {
   local kind=$1 port=$2 log=$3
   case $kind in
-    relay|relay-before)
-      local bin=$RELAY; [ "$kind" = relay-before ] && bin=$RELAY_BEFORE
-      "$bin" --port "$port" --db "$OUT/relay.sqlite" "${BENCH_RELAY_FLAGS[@]}" --max-connections 100000 > "$log" 2>&1 & ;;
-    relay-1loop)
-      "$RELAY" --port "$port" --db "$OUT/relay.sqlite" "${BENCH_RELAY_FLAGS[@]}" --max-connections 100000 --threads 1 > "$log" 2>&1 & ;;
+    relay|relay-before|relay-1loop)
+      local bin=$RELAY extra=(); [ "$kind" = relay-before ] && bin=$RELAY_BEFORE; [ "$kind" = relay-1loop ] && extra=(--threads 1)
+      "$bin" --port "$port" --db "$OUT/relay.sqlite" "${BENCH_RELAY_FLAGS[@]}" --max-connections 100000 "${extra[@]}" > "$log" 2>&1 & ;;
     nio) "$NIO_BROADCAST" "$port" 1 > "$log" 2>&1 & ;;
     nio-2loops) "$NIO_BROADCAST" "$port" 2 > "$log" 2>&1 & ;;
     uws) "$UWS" "$port" > "$log" 2>&1 & ;;

@@ -58,13 +58,12 @@ final class BroadcastHandler: ChannelInboundHandler {
     }
 
     private func handle(text: ByteBuffer, context: ChannelHandlerContext) {
-        let bytes = text.readableBytesView
-        if let join = Self.stringValue(of: "join", in: bytes) {
+        if let join = Self.stringValue(of: Self.joinKey, in: text) {
             room = join
             all.tables[loopIndex].rooms[join, default: []].append(self)
             return
         }
-        guard let target = Self.stringValue(of: "room", in: bytes) else { return }
+        guard let target = Self.stringValue(of: Self.roomKey, in: text) else { return }
         // One frame, the same bytes to every member; other loops get one hand-off each.
         let out = WebSocketFrame(fin: true, opcode: .text, data: text)
         for (i, loop) in all.loops.enumerated() {
@@ -73,6 +72,7 @@ final class BroadcastHandler: ChannelInboundHandler {
             } else {
                 let table = all.tables[i]
                 let me = ObjectIdentifier(self)
+                // Only read on its own loop, inside this task (see AllRooms).
                 nonisolated(unsafe) let t = table
                 loop.execute {
                     Self.send(out, to: t.rooms[target], exceptID: me)
@@ -100,22 +100,28 @@ final class BroadcastHandler: ChannelInboundHandler {
         context.fireChannelInactive()
     }
 
-    /// The string value of `"key":"…"` in a flat JSON object (no escapes needed by the probe).
-    static func stringValue(of key: String, in bytes: ByteBufferView) -> String? {
-        let needle = Array("\"\(key)\":\"".utf8)
-        let hay = Array(bytes)
-        guard hay.count >= needle.count else { return nil }
-        var i = 0
-        while i + needle.count <= hay.count {
-            if hay[i] == needle[0], Array(hay[i..<(i + needle.count)]) == needle {
+    private static let joinKey = Array("\"join\":\"".utf8)
+    private static let roomKey = Array("\"room\":\"".utf8)
+
+    /// The string value of `"key":"…"` in a flat JSON object (no escapes needed by the probe),
+    /// found in the frame's bytes in place: this peer is the floor, so it copies nothing it
+    /// does not send.
+    static func stringValue(of needle: [UInt8], in buffer: ByteBuffer) -> String? {
+        buffer.withUnsafeReadableBytes { hay -> String? in
+            guard hay.count >= needle.count else { return nil }
+            var i = 0
+            outer: while i + needle.count <= hay.count {
+                for j in 0..<needle.count where hay[i + j] != needle[j] {
+                    i += 1
+                    continue outer
+                }
                 let start = i + needle.count
                 var end = start
                 while end < hay.count, hay[end] != UInt8(ascii: "\"") { end += 1 }
-                return String(decoding: hay[start..<end], as: UTF8.self)
+                return String(decoding: UnsafeRawBufferPointer(rebasing: hay[start..<end]), as: UTF8.self)
             }
-            i += 1
+            return nil
         }
-        return nil
     }
 }
 
