@@ -9,7 +9,7 @@ public final class RedisClusterProcess {
     public init(masters: Int = 3, nodeTimeoutMs: Int = 1_000) throws {
         try requireRedisServer()
         nodes = try (0..<(masters * 2)).map { _ in
-            let node = try RedisServerProcess(port: Self.clusterPort())
+            let node = try RedisServerProcess(busOffset: 10_000)
             node.extraArguments = [
                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", String(nodeTimeoutMs),
@@ -18,15 +18,6 @@ public final class RedisClusterProcess {
             ]
             return node
         }
-    }
-
-    /// A free port whose cluster bus port (port + 10000) is free too.
-    static func clusterPort() throws -> Int {
-        for _ in 0..<200 {
-            let port = try RedisServerProcess.freePort()
-            if port + 10_000 <= 65_535, !RedisServerProcess.canConnect(port: port + 10_000) { return port }
-        }
-        throw NSError(domain: "redis", code: 5, userInfo: [NSLocalizedDescriptionKey: "no free port pair for a cluster node"])
     }
 
     public var seeds: String { nodes.map { "127.0.0.1:\($0.port)" }.joined(separator: ",") }

@@ -22,7 +22,6 @@ public final class RedisSentinelProcess {
         }
         master = try RedisServerProcess()
         replica = try RedisServerProcess()
-        replica.extraArguments = ["--replicaof", "127.0.0.1", String(master.port)]
         sentinelPorts = try (0..<3).map { _ in try RedisServerProcess.freePort() }
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-sentinel-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -35,6 +34,8 @@ public final class RedisSentinelProcess {
 
     public func start() throws {
         try master.start()
+        // Set here, not at init: the master's port is final once it has started.
+        replica.extraArguments = ["--replicaof", "127.0.0.1", String(master.port)]
         try replica.start()
         for port in sentinelPorts {
             // Sentinel rewrites its file: each gets its own.
