@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,9 @@ import pytest
 import yaml
 
 from helpers import REPO_ROOT, relay_binary
+# Below the ephemeral range and never twice: a port picked here is not taken by an outgoing
+# connection before the server binds it.
+from redis_servers import free_port
 
 DEPLOY = REPO_ROOT / "deploy"
 VENV_BIN = Path(sys.executable).parent
@@ -97,12 +99,6 @@ def test_sysctl_file_parses():
 CLUSTER = DEPLOY / "redis-cluster"
 SENTINEL = DEPLOY / "redis-sentinel"
 PASSWORD = "deploy-test-password-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def redis_cli(port: int, *args, password: str | None = PASSWORD) -> str:

@@ -30,18 +30,15 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
 from helpers import ADMIN_KEY, REPO_ROOT, TIMEOUT, async_test, make_jwt, mint_token, parse_connect_error
+# Below the ephemeral range and never twice: a port picked here is not taken by an outgoing
+# connection before the server binds it.
+from redis_servers import free_port
 
 HAPROXY_CFG = REPO_ROOT / "deploy" / "haproxy.cfg"
 A = "127.0.0.2"
 B = "127.0.0.3"
 STRANGER = "127.0.0.5"  # not a trusted proxy
 AUTH_BURST = 10  # failed authentications per client IP before auth_rate_limited (PROTOCOL §2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def derived_haproxy_config(listen_port: int, relay_port: int) -> str:
