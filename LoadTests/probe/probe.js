@@ -54,12 +54,16 @@ const DEFAULTS = {
   'server-pid': 0, members: 10, window: 1, duration: 5, warmup: 2, room: 'bench-probe', event: 'bench:msg',
   'devices-per-user': 10, pad: 0, concurrency: 128, 'setup-timeout': 600, quiet: 1, 'settle-timeout': 600,
   accounting: 'drained', 'max-warmup': 120, 'drain-timeout': 300, 'stall-timeout': 10, 'source-addresses': -1, label: '',
+  'at-window-start': '', 'at-window-end': '',
 };
 const HELP = `usage: node probe.js --port P [--protocol socketio|raw] [--members N] [--window W]
   [--duration S] [--warmup S] [--accounting drained|steady] [--server-pid PID] [--secret JWT_SECRET] [--devices-per-user K]
   [--room R] [--event E] [--pad BYTES] [--concurrency C] [--setup-timeout S] [--quiet S]
   [--settle-timeout S] [--max-warmup S] [--drain-timeout S] [--stall-timeout S] [--source-addresses K]
-  [--label L]
+  [--label L] [--at-window-start CMD] [--at-window-end CMD]
+--at-window-start/--at-window-end: a command (words split on spaces, no shell) run to its end
+  just before the window's first CPU read and just after its last, e.g. callgrind_control -z PID
+  and -d PID: a profile of exactly the window's messages (with drained accounting).
 defaults: ${JSON.stringify(DEFAULTS)}`;
 
 function parseArgs(argv) {
@@ -87,6 +91,7 @@ function parseArgs(argv) {
   if (o.accounting !== 'drained' && o.accounting !== 'steady') die('--accounting is drained or steady');
   o['max-warmup'] = Math.max(o['max-warmup'], o.warmup);
   if (!/^[A-Za-z0-9_.:*-]+$/.test(o.room) || !/^[A-Za-z0-9_.:-]+$/.test(o.event)) die('--room/--event: plain names only');
+  for (const k of ['at-window-start', 'at-window-end']) o[k] = o[k].split(' ').filter((w) => w.length > 0);
   if (o['source-addresses'] < 0) o['source-addresses'] = o.members > 20000 ? Math.ceil(o.members / 20000) : 0;
   if (!o.path) o.path = o.protocol === 'socketio' ? '/socket.io/?EIO=4&transport=websocket' : '/';
   o.devices = Math.max(1, Math.floor(o['devices-per-user']));
@@ -94,6 +99,17 @@ function parseArgs(argv) {
 }
 
 function die(msg) { process.stderr.write(msg + '\n'); process.exit(64); }
+
+// A window hook (--at-window-start/-end): run to its end, bounded; its failure fails the run,
+// since a profile of the wrong span would be read as the window's.
+function runHook(argv) {
+  if (argv.length === 0) return;
+  try {
+    execFileSync(argv[0], argv.slice(1), { stdio: ['ignore', 'ignore', 'inherit'], timeout: 60000 });
+  } catch (e) {
+    die(`window hook ${argv.join(' ')} failed: ${e.message}`);
+  }
+}
 
 const opt = parseArgs(process.argv.slice(2));
 const N = opt.members, W = opt.window, SIO = opt.protocol === 'socketio';
@@ -435,6 +451,7 @@ async function main() {
     sending = false;
     if (!await waitFor(() => completed === nextSeq, opt['drain-timeout'], 'warm-up messages', stallReport)) return clearInterval(watchdog);
     await sleep(200);
+    runHook(opt['at-window-start']);
     phase = 'measure';
     deliveryLat = new Histogram();
     eventLat = new Histogram();
@@ -444,7 +461,7 @@ async function main() {
     await sleep(opt.duration * 1000);
     if (failed) return clearInterval(watchdog);
     phase = 'drain';
-    const drained = new Promise((resolve) => { onDrained = () => { snapEnd = snapshot(); resolve(); }; });
+    const drained = new Promise((resolve) => { onDrained = () => { snapEnd = snapshot(); runHook(opt['at-window-end']); resolve(); }; });
     sending = false;
     if (completed === nextSeq && onDrained) onDrained();
     log(`sent ${nextSeq - snapStart.sent} messages in ${opt.duration} s; draining ${nextSeq - completed}`);
@@ -456,9 +473,11 @@ async function main() {
     phase = 'measure';
     deliveryLat = new Histogram();
     eventLat = new Histogram();
+    runHook(opt['at-window-start']);
     snapStart = snapshot();
     await sleep(opt.duration * 1000);
     snapEnd = snapshot();
+    runHook(opt['at-window-end']);
     if (failed) return clearInterval(watchdog);
     log(`measured ${snapEnd.deliveries - snapStart.deliveries} deliveries, ${snapEnd.completed - snapStart.completed} messages complete; draining ${nextSeq - completed}`);
     phase = 'drain';
