@@ -56,12 +56,14 @@ enum Fanout {
         }
         common.mark("measuring")
         let cpuStart = common.relayPID.flatMap(ProcessStats.cpuTimes)
+        let ownStart = ProcessStats.cpuMicros(pid: getpid())
         let start = Date()
         try await run.drive(senders: senders, ratePerSecond: f.rate, seconds: f.duration) { c in c.sendBench(event: event) }
         // Let in-flight deliveries land (bounded).
         try await Task.sleep(nanoseconds: 500_000_000)
         let elapsed = Date().timeIntervalSince(start) - 0.5
         let cpuEnd = common.relayPID.flatMap(ProcessStats.cpuTimes)
+        let ownEnd = ProcessStats.cpuMicros(pid: getpid())
         common.mark("done")
         let rssEnd = common.relayPID.flatMap(ProcessStats.rss)
         let stats = try await run.board.collect()
@@ -92,6 +94,11 @@ enum Fanout {
             report.add("relay_cpu_us_per_delivery", Double(user + system) / Double(stats.deliveries), "µs")
             report.add("relay_user_us_per_delivery", Double(user) / Double(stats.deliveries), "µs")
             report.add("relay_sys_us_per_delivery", Double(system) / Double(stats.deliveries), "µs")
+        }
+        // The generator's own CPU over the same window, per delivery: the client side of the same
+        // traffic on the same machine, a yardstick for how fast the machine is right now.
+        if let a = ownStart, let b = ownEnd, stats.deliveries > 0 {
+            report.add("generator_cpu_us_per_delivery", Double(b - a) / Double(stats.deliveries), "µs")
         }
         if let a = rssStart, let b = rssEnd {
             report.add("relay_rss_mb", Double(b) / 1_048_576, "MiB")

@@ -45,6 +45,8 @@ def test_fanout(relay):
     out = run_load("fanout", *common(relay), "--rooms", 2, "--members", 4, "--senders", 2, "--rate", 100, "--duration", 1, "--warmup", 0.2)
     assert out["deliveries"] >= out["sent"] * 3 > 0 and out["latency_samples"] > 0
     assert out["sockets"] == 8 and out["connect_failures"] == 0 and "settle_seconds" in out
+    # Both sides of bench-check's ratio, over the same window.
+    assert out["relay_cpu_us_per_delivery"] > 0 and out["generator_cpu_us_per_delivery"] > 0
 
 
 def test_fanout_counts_sockets_past_the_setup_deadline_as_failures(relay):
