@@ -64,6 +64,8 @@ for name, args in scenarios:
     for d in runs:
         if d.get("deliveries", 0) < d.get("expected_deliveries_min", 1) or d.get("error_rate", 1) > 0:
             print(f"bench-check: {name}: deliveries missing or errors: {d}"); sys.exit(1)
+        if not d.get("relay_cpu_us_per_delivery") or not d.get("generator_cpu_us_per_delivery"):
+            print(f"bench-check: {name}: a run without the relay's or the generator's CPU: {d}"); sys.exit(1)
     cpu = statistics.median(d["relay_cpu_us_per_delivery"] for d in runs)
     each = ", ".join("%.2f" % d["relay_cpu_us_per_delivery"] for d in runs)
     gen = ", ".join("%.2f" % d["generator_cpu_us_per_delivery"] for d in runs)

@@ -63,7 +63,7 @@ const HELP = `usage: node probe.js --port P [--protocol socketio|raw] [--members
   [--label L] [--at-window-start CMD] [--at-window-end CMD]
 --at-window-start/--at-window-end: a command (words split on spaces, no shell) run to its end
   just before the window's first CPU read and just after its last, e.g. callgrind_control -z PID
-  and -d PID: a profile of exactly the window's messages (with drained accounting).
+  and -d PID: a profile of exactly the window's messages.
 defaults: ${JSON.stringify(DEFAULTS)}`;
 
 function parseArgs(argv) {

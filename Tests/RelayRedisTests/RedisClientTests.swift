@@ -137,7 +137,7 @@ final class RedisClientTests: XCTestCase {
 
     func testReconnectsAndResubscribesAfterRedisRestarts() async throws {
         try requireRedisServer()
-        let port = try RedisServerProcess.freePort()
+        let port = try LoopbackPorts.free()
         var redis = try RedisServerProcess(port: port)
         try redis.start()
         let messages = Signal(), links = Signal()

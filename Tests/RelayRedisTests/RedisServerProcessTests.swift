@@ -12,7 +12,7 @@ final class RedisServerProcessTests: XCTestCase {
         let squatter = try Listener(port: taken)
         try redis.start()
         XCTAssertNotEqual(redis.port, taken)
-        XCTAssertTrue(RedisServerProcess.canConnect(port: redis.port))
+        XCTAssertTrue(LoopbackPorts.canConnect(port: redis.port))
         XCTAssertEqual(try RedisClusterProcess.cli(["-p", String(redis.port), "PING"]).output.trimmingCharacters(in: .whitespacesAndNewlines), "PONG")
         redis.kill()
         squatter.close()
@@ -20,7 +20,7 @@ final class RedisServerProcessTests: XCTestCase {
 
     func testAFixedPortThatIsTakenFailsWithRedisOwnReason() throws {
         try requireRedisServer()
-        let port = try RedisServerProcess.freePort()
+        let port = try LoopbackPorts.free()
         let squatter = try Listener(port: port)
         let redis = try RedisServerProcess(port: port)
         XCTAssertThrowsError(try redis.start()) { error in
@@ -32,7 +32,7 @@ final class RedisServerProcessTests: XCTestCase {
     }
 
     func testPickedPortsAreNeverHandedOutTwice() throws {
-        let ports = try (0..<50).map { _ in try RedisServerProcess.freePort(busOffset: 10_000) }
+        let ports = try (0..<50).map { _ in try LoopbackPorts.free(busOffset: 10_000) }
         let all = ports + ports.map { $0 + 10_000 }
         XCTAssertEqual(Set(all).count, all.count)
     }

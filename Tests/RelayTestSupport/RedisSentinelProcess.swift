@@ -22,7 +22,7 @@ public final class RedisSentinelProcess {
         }
         master = try RedisServerProcess()
         replica = try RedisServerProcess()
-        sentinelPorts = try (0..<3).map { _ in try RedisServerProcess.freePort() }
+        sentinelPorts = try (0..<3).map { _ in try LoopbackPorts.free() }
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-sentinel-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.downAfterMs = downAfterMs
