@@ -156,7 +156,9 @@ final class EngineSessionTests: XCTestCase {
 
     func testClosePackets() {
         var s = connected()
-        XCTAssertEqual(receive(&s, "41"), [.leave], "DISCONNECT leaves; the Engine.IO session stays")
+        XCTAssertEqual(
+            receive(&s, "41"), [.leave, .limits(LimitsInForce(maxMessageBytes: 16_384, preAuthentication: true))],
+            "DISCONNECT leaves and the pre-login limits hold again; the Engine.IO session stays")
         XCTAssertFalse(s.isClosed)
         var t = connected()
         XCTAssertEqual(receive(&t, "1"), [.close(code: CloseCode.normal, reason: "client closed")])
@@ -247,7 +249,7 @@ final class EngineSessionConnectRequestTests: XCTestCase {
         XCTAssertEqual(actions, [.authenticate(ConnectRequest(token: "t", wantsRecovery: true, pid: "P", offset: WireOffset("1-0:0000000a"), rooms: ["a"]))])
         let alice = AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["*"]), expiresAt: .max)
         let answer = ConnectAnswer(user: alice, socketSID: "OLD", pid: "P", recovered: true, rooms: [("a", "1-0:0000000a")])
-        XCTAssertEqual(s.connectFinished(.success(answer), now: 2), [.send(Array("40{\"sid\":\"OLD\",\"pid\":\"P\",\"recovered\":true,\"rooms\":{\"a\":\"1-0:0000000a\"}}".utf8))])
+        XCTAssertEqual(s.connectFinished(.success(answer), now: 2), [.limits(LimitsInForce(maxMessageBytes: 1_000_000, preAuthentication: false)), .send(Array("40{\"sid\":\"OLD\",\"pid\":\"P\",\"recovered\":true,\"rooms\":{\"a\":\"1-0:0000000a\"}}".utf8))])
         XCTAssertEqual(s.socketSID, "OLD", "a recovered session takes back its sid")
         // A repeated CONNECT gets the same answer.
         XCTAssertEqual(s.receive(ArraySlice("40".utf8), from: .websocket, now: 3, wallMs: 3).count, 1)

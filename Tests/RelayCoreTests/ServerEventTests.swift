@@ -18,7 +18,7 @@ final class ServerEventTests: XCTestCase {
             ServerEvent.presenceLeave.policy.coalescingKey(room: "r", user: "u"))
         XCTAssertNil(ServerEvent.locationStop.policy.coalescingKey(room: "r", user: "u"))
         XCTAssertFalse(ServerEvent.typingStart.policy.isRecoverable)
-        XCTAssertTrue(ServerEvent.presenceJoin.policy.isRecoverable)
+        XCTAssertFalse(ServerEvent.presenceJoin.policy.isRecoverable, "presence is live only (never in history)")
         XCTAssertTrue(ServerEvent.locationStop.policy.isRecoverable)
     }
 

@@ -75,7 +75,7 @@ final class StockClientEdgesTests: XCTestCase {
         let after = texts(Array(actions.dropFirst()))
         XCTAssertEqual(after.count, 1, "then the held event, refused as it would be in that order on one transport")
         XCTAssertTrue(after.first?.contains("not_connected") == true, "\(after)")
-        XCTAssertEqual(s.nextDeadline, 10_000, "nothing held: the CONNECT deadline is next")
+        XCTAssertEqual(s.nextDeadline, 25_000, "nothing held, and the CONNECT is being verified: only the heartbeat")
     }
 
     func testHeldPacketsAreTakenWhenNoConnectComes() {
@@ -131,18 +131,17 @@ final class StockClientEdgesTests: XCTestCase {
         var s = makeSession(.websocket)
         _ = receive(&s, "40{\"token\":\"t\"}", from: .websocket)
         _ = s.connectFinished(.success(ConnectAnswer(user: alice)), now: 1)
-        XCTAssertEqual(receive(&s, "41", from: .websocket, at: 2), [.leave])
+        XCTAssertEqual(receive(&s, "41", from: .websocket, at: 2), [.leave, .limits(LimitsInForce(maxMessageBytes: 16_384, preAuthentication: true))])
         XCTAssertEqual(s.phase, .awaitingConnect)
         XCTAssertTrue(s.clientDisconnected)
-        XCTAssertEqual(texts(s.tick(now: 25_000)), ["2"], "the heartbeat goes on")
-        XCTAssertEqual(s.tick(now: 30_000), [], "no CONNECT deadline after a DISCONNECT")
-        XCTAssertEqual(receive(&s, "3", from: .websocket, at: 30_001), [])
-        XCTAssertTrue(texts(receive(&s, "42[\"x:y\",{}]", from: .websocket, at: 30_002))[0].contains("not_connected"))
-        XCTAssertEqual(receive(&s, "41", from: .websocket, at: 30_003), [], "a second DISCONNECT changes nothing")
+        XCTAssertEqual(s.nextDeadline, 10_002, "the CONNECT deadline holds again after a DISCONNECT")
+        XCTAssertTrue(texts(receive(&s, "42[\"x:y\",{}]", from: .websocket, at: 5_000))[0].contains("not_connected"))
+        XCTAssertEqual(receive(&s, "41", from: .websocket, at: 5_001), [], "a second DISCONNECT changes nothing")
         s.renewSocketSID("T")
-        XCTAssertEqual(receive(&s, "40{\"token\":\"u\"}", from: .websocket, at: 30_004), [.authenticate(ConnectRequest(token: "u"))])
+        XCTAssertEqual(receive(&s, "40{\"token\":\"u\"}", from: .websocket, at: 5_002), [.authenticate(ConnectRequest(token: "u"))])
         s.renewSocketSID("U")  // not while a CONNECT is under way
-        XCTAssertEqual(texts(s.connectFinished(.success(ConnectAnswer(user: alice)), now: 30_005)), ["40{\"sid\":\"T\"}"], "a new socket, a new sid")
+        XCTAssertEqual(texts(s.connectFinished(.success(ConnectAnswer(user: alice)), now: 5_003)), ["40{\"sid\":\"T\"}"], "a new socket, a new sid")
+        XCTAssertEqual(texts(s.tick(now: 25_000)), ["2"], "the heartbeat went on throughout")
         XCTAssertFalse(s.clientDisconnected, "connected again: kept for recovery as usual")
     }
 

@@ -146,7 +146,7 @@ public enum ClientEvent: Equatable, Sendable {
                 limit = Int(l)
             }
             self = .roomSync(room: room, offset: offset, limit: limit)
-        case .serverOnly:
+        case .serverOnly, .presence:
             throw RelayError(.eventNotAllowed, "clients may not emit \(policy.name)")
         }
     }

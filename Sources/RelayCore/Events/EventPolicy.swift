@@ -31,6 +31,8 @@ public struct EventPolicy: Sendable, Equatable {
         case reaction, shareLive, locationUpdate, locationStop
         case delivered, read
         case custom
+        /// Relay's own `presence:join`/`presence:leave` (server-only, never kept in history).
+        case presence
         case serverOnly
     }
 
@@ -57,13 +59,18 @@ public struct EventPolicy: Sendable, Equatable {
 
     /// Recoverable events get an offset in their room's or user's history stream, so a client
     /// that missed them across a reconnect gets them back. Typing and location updates are not:
-    /// the next one supersedes them.
+    /// the next one supersedes them. Nor is presence (`presence:join`/`leave`): it says what is
+    /// true now (`presence:list` answers it), and kept in history it could push the room's chat
+    /// events out of the bounded history of every room its user is in.
     public var isRecoverable: Bool {
         switch handling {
         case .request, .typing: return false
-        case .roomBroadcast, .receipt, .serverOnly: return kind != .locationUpdate
+        case .roomBroadcast, .receipt, .serverOnly: return kind != .locationUpdate && !isPresence
         }
     }
+
+    /// `presence:join` or `presence:leave`.
+    public var isPresence: Bool { kind == .presence }
 
     /// The coalescing key of this event in `room` from `user`, as the table declares it:
     /// per (room, user) events share their entity's key (`typing:start` and `typing:stop` replace
@@ -104,8 +111,8 @@ public enum EventPolicyTable {
     public static let locationStop = EventPolicy(name: "location:stop", kind: .locationStop, handling: .roomBroadcast, rateClass: .location)
     public static let delivered = EventPolicy(name: "message:delivered", kind: .delivered, handling: .receipt, rateClass: .receipt)
     public static let read = EventPolicy(name: "message:read", kind: .read, handling: .receipt, rateClass: .receipt)
-    public static let presenceJoin = EventPolicy(name: "presence:join", kind: .serverOnly, handling: .serverOnly, coalescing: .perRoomUser, rateClass: .control)
-    public static let presenceLeave = EventPolicy(name: "presence:leave", kind: .serverOnly, handling: .serverOnly, coalescing: .perRoomUser, rateClass: .control)
+    public static let presenceJoin = EventPolicy(name: "presence:join", kind: .presence, handling: .serverOnly, coalescing: .perRoomUser, rateClass: .control)
+    public static let presenceLeave = EventPolicy(name: "presence:leave", kind: .presence, handling: .serverOnly, coalescing: .perRoomUser, rateClass: .control)
     public static let notificationNew = EventPolicy(name: "notification:new", kind: .serverOnly, handling: .serverOnly, rateClass: .control)
     public static let messageNew = EventPolicy(name: "message:new", kind: .serverOnly, handling: .serverOnly, rateClass: .control)
 

@@ -38,6 +38,20 @@ public struct EventRateLimiter: Sendable {
         self.overall = BucketLevel(budgets.overall, now: now)
     }
 
+    /// How many of `count` events of `rateClass` may pass now (each one as `allow` decides, in
+    /// order, stopping at the first refused): the joins a CONNECT names.
+    public mutating func take(_ rateClass: RateClass, count: Int, now: Int64) -> Int {
+        var allowed = 0
+        while allowed < count, allow(rateClass, now: now) { allowed += 1 }
+        return allowed
+    }
+
+    /// Spends up to `count` events of `rateClass` that happened and cannot be refused (the rooms
+    /// a `41` leaves): what the budgets hold is taken, and later events wait for the refill.
+    public mutating func spend(_ rateClass: RateClass, count: Int, now: Int64) {
+        _ = take(rateClass, count: count, now: now)
+    }
+
     /// `true` if the event may pass. A refused event consumes nothing from the overall budget.
     public mutating func allow(_ rateClass: RateClass, now: Int64) -> Bool {
         if let budget = budgets.perClass[rateClass] {

@@ -15,6 +15,9 @@ public struct ConnectRequest: Sendable, Equatable {
     public var offsetIsInvalid = false
     /// Rooms to join before the CONNECT answer.
     public var rooms: [String]
+    /// Rooms named in the CONNECT past the socket's join budget: refused `rate_limited` in the
+    /// answer (the session moves them here from `rooms`).
+    public var overBudget: [String] = []
 
     public init(token: String, wantsRecovery: Bool = false, pid: String? = nil, offset: WireOffset? = nil, rooms: [String] = []) {
         self.token = token

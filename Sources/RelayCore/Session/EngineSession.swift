@@ -12,6 +12,7 @@ public struct EngineSession: Sendable {
         case websocket
     }
 
+    /// The lifecycle's state without its data (`lifecycle` has it).
     public enum Phase: Sendable, Equatable {
         /// Waiting for the client's CONNECT (`40`).
         case awaitingConnect
@@ -46,6 +47,9 @@ public struct EngineSession: Sendable {
         /// The client sent Socket.IO DISCONNECT (`41`): its socket leaves the hub (rooms,
         /// presence; not kept for recovery); the Engine.IO session stays open and may CONNECT again.
         case leave
+        /// The limits in force changed (CONNECT succeeded, or the socket left with `41`): every
+        /// transport of the session, the probe included, enforces these from now on.
+        case limits(LimitsInForce)
         /// End the session: close the transport with this WebSocket close code.
         case close(code: UInt16, reason: String)
         /// For metrics: a client event named `event` arrived (valid or not).
@@ -64,13 +68,11 @@ public struct EngineSession: Sendable {
     // Every socket keeps one session for its whole life, so its fields are laid out for size:
     // small ones together, rare state (a binary packet being assembled) boxed and only while
     // it exists, deadlines in 8 bytes, budgets without their (shared) limits.
-    public private(set) var phase = Phase.awaitingConnect
-    public private(set) var transport: Transport
-    /// A WebSocket is being probed to replace the polling transport.
-    public private(set) var upgrading = false
-    /// The client left on purpose (Socket.IO DISCONNECT `41`) and has not connected again: its
-    /// session is not kept for recovery.
-    public private(set) var clientDisconnected = false
+    /// Where the socket stands (`SessionLifecycle`): the CONNECT deadline, the login and its
+    /// token deadlines live in its cases.
+    public private(set) var lifecycle: SessionLifecycle
+    /// Which transport carries the session and how far an upgrade is (`UpgradeState`).
+    public private(set) var upgrade: UpgradeState
 
     /// A token offered outside the CONNECT packet (query string or `Authorization` header).
     private let fallbackToken: String?
@@ -82,20 +84,9 @@ public struct EngineSession: Sendable {
     /// Packets and event bytes, whatever the transport (`InboundBudget`), against
     /// `configuration.inbound`.
     private var inbound: InboundBudget
+    /// The heartbeat: the next ping, or the pong awaited. Holds in every state but `closed`.
     @PackedDeadline private var nextPingAt: Int64? = nil
     @PackedDeadline private var pongDeadline: Int64? = nil
-    @PackedDeadline private var connectDeadline: Int64? = nil
-    @PackedDeadline private var upgradeDeadline: Int64? = nil
-    /// When the token's expiry is announced (`auth:expiring`) and when the socket is closed for
-    /// it (`exp` + leeway), monotonic ms.
-    @PackedDeadline private var expiryNoticeAt: Int64? = nil
-    @PackedDeadline private var expiryAt: Int64? = nil
-    /// Late polling requests and held WebSocket packets right after the upgrade.
-    private var handover = UpgradeHandover()
-    /// The CONNECT answer, repeated if the client sends CONNECT again; `nil` once connected
-    /// when it was the plain `{"sid"}` (made again from the sid if asked: most sockets' answer,
-    /// not worth keeping).
-    private var answer: [UInt8]?
 
     public init(
         configuration: SessionConfiguration, transport: Transport, engineSID: String, socketSID: String,
@@ -113,7 +104,9 @@ public struct EngineSession: Sendable {
     ) {
         self.shared = shared
         let configuration = shared.value
-        self.transport = transport
+        // Until `start`, the CONNECT deadline counts from creation.
+        self.lifecycle = .awaitingConnect(deadline: now + configuration.connectTimeoutMs, left: false)
+        self.upgrade = transport == .polling ? .polling : .websocket(UpgradeHandover())
         self.engineSID = engineSID
         self.socketSID = socketSID
         self.fallbackToken = fallbackToken
@@ -144,17 +137,48 @@ public struct EngineSession: Sendable {
     /// id, as the reference server gives one per connect: logs and the admin API tell the two
     /// sockets apart. Only between sockets.
     public mutating func renewSocketSID(_ sid: String) {
-        guard phase == .awaitingConnect else { return }
+        guard case .awaitingConnect = lifecycle else { return }
         socketSID = sid
+    }
+
+    /// The lifecycle without its data.
+    public var phase: Phase {
+        switch lifecycle {
+        case .awaitingConnect: return .awaitingConnect
+        case .verifying: return .authenticating
+        case .connected(let login): return .connected(login.user)
+        case .closed: return .closed
+        }
     }
 
     /// The user once CONNECT succeeded.
     public var user: AuthenticatedUser? {
-        if case .connected(let user) = phase { return user }
+        if case .connected(let login) = lifecycle { return login.user }
         return nil
     }
 
-    public var isClosed: Bool { phase == .closed }
+    public var isClosed: Bool { lifecycle.isClosed }
+
+    /// The transport packets go out on.
+    public var transport: Transport { upgrade.transport }
+
+    /// A WebSocket is being probed to replace the polling transport.
+    public var upgrading: Bool { upgrade.isProbing }
+
+    /// The client left on purpose (Socket.IO DISCONNECT `41`) and has not connected again: its
+    /// session is not kept for recovery.
+    public var clientDisconnected: Bool { lifecycle.left }
+
+    /// The inbound limits that hold in the current state: `maxPayload` once connected, the small
+    /// pre-authentication size before CONNECT succeeded and again after a `41`.
+    public var limits: LimitsInForce {
+        Self.limits(for: lifecycle, configuration)
+    }
+
+    static func limits(for lifecycle: SessionLifecycle, _ c: SessionConfiguration) -> LimitsInForce {
+        if case .connected = lifecycle { return LimitsInForce(maxMessageBytes: c.maxPayload, preAuthentication: false) }
+        return LimitsInForce(maxMessageBytes: min(c.maxConnectPayload, c.maxPayload), preAuthentication: true)
+    }
 
     /// When `tick` must be called next (monotonic ms), if ever.
     public var nextDeadline: Int64? {
@@ -164,8 +188,15 @@ public struct EngineSession: Sendable {
             guard let b else { return a }
             return min(a, b)
         }
-        let timers = earlier(earlier(earlier(nextPingAt, pongDeadline), earlier(connectDeadline, upgradeDeadline)), earlier(expiryNoticeAt, expiryAt))
-        return earlier(timers, handover.deadline)
+        var upgradeDeadline: Int64?
+        switch upgrade {
+        case .polling: upgradeDeadline = nil
+        case .probing(let deadline): upgradeDeadline = deadline
+        case .websocket(let handover): upgradeDeadline = handover.deadline
+        }
+        var stateDeadline = lifecycle.deadline
+        if case .connected(let login) = lifecycle { stateDeadline = earlier(login.expiryNoticeAt, login.expiryAt) }
+        return earlier(earlier(nextPingAt, pongDeadline), earlier(stateDeadline, upgradeDeadline))
     }
 
     // MARK: Lifecycle
@@ -173,7 +204,7 @@ public struct EngineSession: Sendable {
     /// Opens the session: the open packet, then the heartbeat and the CONNECT deadline.
     public mutating func start(now: Int64) -> [Action] {
         nextPingAt = now + configuration.pingIntervalMs
-        connectDeadline = now + configuration.connectTimeoutMs
+        if case .awaitingConnect(_, let left) = lifecycle { lifecycle = .awaitingConnect(deadline: now + configuration.connectTimeoutMs, left: left) }
         let open = EnginePacket.openPayload(
             sid: engineSID, upgrades: transport == .polling ? ["websocket"] : [],
             pingInterval: Int(clamping: configuration.pingIntervalMs), pingTimeout: Int(clamping: configuration.pingTimeoutMs),
@@ -181,36 +212,46 @@ public struct EngineSession: Sendable {
         return [.send(open)]
     }
 
-    /// Timers: the ping, the pong deadline, the CONNECT deadline, the upgrade deadline.
+    /// Timers: the ping, the pong deadline, the CONNECT deadline, the upgrade deadline, the
+    /// token's expiry.
     public mutating func tick(now: Int64) -> [Action] {
-        guard phase != .closed else { return [] }
+        if lifecycle.isClosed { return [] }
         var actions: [Action] = []
-        if let deadline = handover.deadline, deadline <= now {
-            // No CONNECT came by polling: what the WebSocket sent is taken as it came.
-            actions += takeHeld(now: now)
-            if phase == .closed { return actions }
+        switch upgrade {
+        case .polling:
+            break
+        case .probing(let deadline):
+            if deadline <= now {
+                upgrade = .polling
+                actions.append(.abortProbe(reason: "upgrade timeout"))
+            }
+        case .websocket(let handover):
+            if let deadline = handover.deadline, deadline <= now {
+                // No CONNECT came by polling: what the WebSocket sent is taken as it came.
+                actions += takeHeld(now: now)
+                if lifecycle.isClosed { return actions }
+            }
         }
-        if let deadline = upgradeDeadline, deadline <= now {
-            upgradeDeadline = nil
-            upgrading = false
-            actions.append(.abortProbe(reason: "upgrade timeout"))
-        }
-        if let deadline = connectDeadline, deadline <= now {
-            connectDeadline = nil
-            if phase == .awaitingConnect { return actions + close(code: CloseCode.connectTimeout, reason: "connect timeout") }
+        switch lifecycle {
+        case .awaitingConnect(let deadline, _) where deadline <= now:
+            return actions + close(code: CloseCode.connectTimeout, reason: "connect timeout")
+        case .connected(var login):
+            if let deadline = login.expiryAt, deadline <= now {
+                let expired = SocketPacket.eventMessage(name: ServerEvent.authExpired.name, payload: .object([("exp", .int(login.user.expiresAt))]))
+                return actions + [.send(expired)] + close(code: CloseCode.tokenExpired, reason: "token expired")
+            }
+            if let deadline = login.expiryNoticeAt, deadline <= now {
+                login.expiryNoticeAt = nil
+                let left = max(0, (login.expiryAt ?? now) - now)
+                lifecycle = .connected(login)
+                actions.append(.send(SocketPacket.eventMessage(
+                    name: ServerEvent.authExpiring.name, payload: .object([("exp", .int(login.user.expiresAt)), ("expiresInMs", .int(left))]))))
+            }
+        default:
+            break
         }
         if let deadline = pongDeadline, deadline <= now {
             return actions + close(code: CloseCode.pingTimeout, reason: "ping timeout")
-        }
-        if let deadline = expiryAt, deadline <= now, case .connected(let user) = phase {
-            expiryAt = nil
-            let expired = SocketPacket.eventMessage(name: ServerEvent.authExpired.name, payload: .object([("exp", .int(user.expiresAt))]))
-            return actions + [.send(expired)] + close(code: CloseCode.tokenExpired, reason: "token expired")
-        }
-        if let deadline = expiryNoticeAt, deadline <= now, case .connected(let user) = phase {
-            expiryNoticeAt = nil
-            let left = max(0, (expiryAt ?? now) - now)
-            actions.append(.send(SocketPacket.eventMessage(name: ServerEvent.authExpiring.name, payload: .object([("exp", .int(user.expiresAt)), ("expiresInMs", .int(left))]))))
         }
         if let due = nextPingAt, due <= now {
             nextPingAt = nil
@@ -222,22 +263,21 @@ public struct EngineSession: Sendable {
 
     /// The server is shutting down: Engine.IO close, then 1001.
     public mutating func goAway() -> [Action] {
-        guard phase != .closed else { return [] }
+        if lifecycle.isClosed { return [] }
         return [.send(EnginePacket.closeFrame)] + close(code: CloseCode.goingAway, reason: "server shutting down")
     }
 
     /// Ends the session with `code` (the transport broke a rule, a limit was passed, an operator
     /// kicked it). Returns nothing once closed.
     public mutating func close(code: UInt16, reason: String) -> [Action] {
-        guard phase != .closed else { return [] }
-        phase = .closed
+        if lifecycle.isClosed { return [] }
+        lifecycle = .closed(left: lifecycle.left)
         nextPingAt = nil
         pongDeadline = nil
-        connectDeadline = nil
-        upgradeDeadline = nil
-        expiryNoticeAt = nil
-        expiryAt = nil
-        handover.end()
+        switch upgrade {
+        case .polling, .probing: upgrade = .polling
+        case .websocket: upgrade = .websocket(UpgradeHandover())
+        }
         return [.close(code: code, reason: reason)]
     }
 
@@ -249,14 +289,14 @@ public struct EngineSession: Sendable {
     ///   - now: monotonic time, ms (timers and budgets).
     ///   - wallMs: wall-clock time, ms since 1970 (the `ts` of receipts).
     public mutating func receive(_ packet: ArraySlice<UInt8>, from: Transport, now: Int64, wallMs: Int64) -> [Action] {
-        guard phase != .closed else { return [] }
+        if lifecycle.isClosed { return [] }
         if from != transport {
             guard from == .polling else { return receiveOnProbe(packet, now: now) }
             // A polling request after the upgrade: the session's only if it was sent before it.
             guard acceptsPolling(now: now) else { return [] }
         }
         guard inbound.takePacket(size: packet.count, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
-        if from == .websocket, mayHoldForLateConnect(packet, now: now), handover.hold(packet) { return [] }
+        if from == .websocket, mayHoldForLateConnect(packet, now: now), holdForLateConnect(packet) { return [] }
         // Long-polling carries a binary attachment as `b<base64>`.
         if from == .polling, packet.first == UInt8(ascii: "b") {
             return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBase64(packet.dropFirst()) }
@@ -294,23 +334,42 @@ public struct EngineSession: Sendable {
     /// Whether a polling request at `now` is the session's: polling is its transport, or it
     /// moved to WebSocket so recently that the client may have sent the request before the `5`.
     public func acceptsPolling(now: Int64) -> Bool {
-        transport == .polling || handover.isOpen(now: now)
+        switch upgrade {
+        case .polling, .probing: return true
+        case .websocket(let handover): return handover.isOpen(now: now)
+        }
     }
 
     /// A Socket.IO packet (not a CONNECT) on the WebSocket while a CONNECT may still come by
     /// polling: it waits for it.
     private func mayHoldForLateConnect(_ packet: ArraySlice<UInt8>, now: Int64) -> Bool {
-        guard phase == .awaitingConnect, !clientDisconnected, handover.isOpen(now: now) else { return false }
+        guard case .awaitingConnect(_, left: false) = lifecycle, acceptsPolling(now: now) else { return false }
         var bytes = packet.makeIterator()
         guard bytes.next() == UInt8(ascii: "4") else { return false }
         return bytes.next() != UInt8(ascii: "0")
     }
 
+    /// Keeps `packet` in the handover; `false` when its bounds are reached (take it now).
+    private mutating func holdForLateConnect(_ packet: ArraySlice<UInt8>) -> Bool {
+        guard case .websocket(var handover) = upgrade else { return false }
+        upgrade = .polling  // out of the enum while it changes: no copy of what it holds
+        defer { upgrade = .websocket(handover) }
+        return handover.hold(packet)
+    }
+
+    private var isHoldingForLateConnect: Bool {
+        if case .websocket(let handover) = upgrade { return handover.isHolding }
+        return false
+    }
+
     /// What the WebSocket sent while a late CONNECT was awaited, taken in order.
     private mutating func takeHeld(now: Int64) -> [Action] {
+        guard case .websocket(var handover) = upgrade else { return [] }
+        let held = handover.release()
+        upgrade = .websocket(handover)
         var actions: [Action] = []
-        for packet in handover.release() {
-            guard phase != .closed else { break }
+        for packet in held {
+            if lifecycle.isClosed { break }
             // Held only before a CONNECT was verified, so none of them is run as an event and
             // the wall clock (the `ts` of receipts) is never read.
             actions += receiveSocketPacket(packet.dropFirst(), size: packet.count, now: now, wallMs: 0)
@@ -318,52 +377,57 @@ public struct EngineSession: Sendable {
         return actions
     }
 
-    /// A WebSocket control frame (ping, pong) of `size` bytes on the session's transport: the
-    /// transport answers it, the session's budget pays for it.
-    public mutating func receiveControlFrame(size: Int, now: Int64) -> [Action] {
-        guard phase != .closed else { return [] }
+    /// A WebSocket frame of `size` bytes that is not a whole message — a control frame (ping,
+    /// pong) the transport answers, or a fragment of a message not complete yet — on any of the
+    /// session's WebSockets, its probe included: the session's budget pays for it, as for a
+    /// packet, so that frames which complete nothing cannot be sent for free.
+    public mutating func receiveFrame(size: Int, now: Int64) -> [Action] {
+        if lifecycle.isClosed { return [] }
         guard inbound.takePacket(size: size, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         return []
     }
 
+    /// The same as `receiveFrame(size:now:)`.
+    public mutating func receiveControlFrame(size: Int, now: Int64) -> [Action] {
+        receiveFrame(size: size, now: now)
+    }
+
     /// A WebSocket opened for this session's `sid` while it runs on polling.
     public mutating func probeOpened(now: Int64) -> [Action] {
-        guard phase != .closed, transport == .polling, !upgrading else { return [.abortProbe(reason: "no upgrade possible")] }
-        upgrading = true
-        upgradeDeadline = now + configuration.upgradeTimeoutMs
+        guard !lifecycle.isClosed, case .polling = upgrade else { return [.abortProbe(reason: "no upgrade possible")] }
+        upgrade = .probing(deadline: now + configuration.upgradeTimeoutMs)
         return []
     }
 
     /// The probing WebSocket closed before the upgrade completed.
     public mutating func probeClosed() {
-        guard transport == .polling else { return }
-        upgrading = false
-        upgradeDeadline = nil
+        if case .probing = upgrade { upgrade = .polling }
     }
 
+    /// A packet on the probing WebSocket: it spends the session's budget like any other (a
+    /// flood of `2probe` or `6` is closed 1008, whichever socket carries it).
     private mutating func receiveOnProbe(_ packet: ArraySlice<UInt8>, now: Int64) -> [Action] {
-        guard upgrading, transport == .polling else { return [.abortProbe(reason: "unexpected packet on the probe")] }
+        guard case .probing = upgrade else { return [.abortProbe(reason: "unexpected packet on the probe")] }
+        guard inbound.takePacket(size: packet.count, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         switch try? EnginePacket.decode(packet) {
         case .ping("probe"):
             return [.sendProbe(Array("3probe".utf8)), .releasePoll]
         case .upgrade:
-            transport = .websocket
-            upgrading = false
-            upgradeDeadline = nil
+            var handover = UpgradeHandover()
             handover.begin(now: now, windowMs: configuration.upgradeTimeoutMs)
+            upgrade = .websocket(handover)
             return [.upgraded]
         case .noop:
             return []
         default:
-            upgrading = false
-            upgradeDeadline = nil
+            upgrade = .polling
             return [.abortProbe(reason: "unexpected packet on the probe")]
         }
     }
 
     /// One binary message (a WebSocket binary frame): the next attachment of a `45`/`46`.
     public mutating func receiveBinary(_ bytes: [UInt8], from: Transport, now: Int64, wallMs: Int64) -> [Action] {
-        guard phase != .closed else { return [] }
+        if lifecycle.isClosed { return [] }
         guard from == transport else { return [.abortProbe(reason: "unexpected packet on the probe")] }
         guard inbound.takePacket(size: bytes.count, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBinary(bytes) }
@@ -408,10 +472,10 @@ public struct EngineSession: Sendable {
         }
         switch packet.type {
         case .connect:
-            let actions = receiveConnect(packet)
+            let actions = receiveConnect(packet, now: now)
             // A CONNECT that came late by polling goes before what the WebSocket sent after it.
-            return handover.isHolding ? actions + takeHeld(now: now) : actions
-        case .disconnect: return receiveDisconnect()
+            return isHoldingForLateConnect ? actions + takeHeld(now: now) : actions
+        case .disconnect: return receiveDisconnect(now: now)
         case .event: return receiveEvent(packet, size: size, now: now, wallMs: wallMs)
         case .ack, .connectError: return []
         case .binaryEvent, .binaryAck: return []  // the assembler returns them whole
@@ -422,7 +486,7 @@ public struct EngineSession: Sendable {
     /// same bytes); binary acks answer nothing Relay asked.
     private mutating func receiveBinaryPacket(_ binary: BinaryPacket, now: Int64, wallMs: Int64) -> [Action] {
         guard binary.header.namespace == "/", binary.header.type == .binaryEvent else { return [] }
-        guard case .connected(let user) = phase else {
+        guard case .connected(let login) = lifecycle else {
             return fail(RelayError(.notConnected), event: nil, ackID: binary.header.ackID, now: now)
         }
         let event: InboundEvent
@@ -432,7 +496,7 @@ public struct EngineSession: Sendable {
             return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
         }
         // Measured as every recipient is charged: long-polling carries attachments as base64.
-        return dispatch(event, user: user, size: binary.recipientByteCount, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
+        return dispatch(event, user: login.user, size: binary.recipientByteCount, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
     }
 
     /// The error reply for a refused packet.
@@ -460,7 +524,7 @@ public struct EngineSession: Sendable {
     /// A packet refused for a limit or Relay's stricter JSON: an error reply once connected, a
     /// refused CONNECT before.
     private mutating func refuse(_ error: RelayError, ackID: Int64?, now: Int64) -> [Action] {
-        if case .connected = phase { return fail(error, event: nil, ackID: ackID, now: now) }
+        if case .connected = lifecycle { return fail(error, event: nil, ackID: ackID, now: now) }
         return refuseConnect(error)
     }
 
@@ -473,43 +537,50 @@ public struct EngineSession: Sendable {
         case .duplicateKey, .tooManyAttachments, .binaryPacketTooLarge:
             return refuse(Self.relayError(error), ackID: Self.ackID(of: error), now: now)
         default:
-            guard case .connected = phase else { return refuse(Self.relayError(error), ackID: nil, now: now) }
+            guard case .connected = lifecycle else { return refuse(Self.relayError(error), ackID: nil, now: now) }
             return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
         }
     }
 
     /// Socket.IO DISCONNECT (`41`): the socket leaves, the Engine.IO session stays open (the
     /// protocol's rule: socket.io-client-swift's `socket.disconnect()` keeps its manager
-    /// connected and may CONNECT again on it). No CONNECT deadline: the heartbeat keeps it honest.
-    private mutating func receiveDisconnect() -> [Action] {
-        switch phase {
-        case .connected:
-            phase = .awaitingConnect
-            clientDisconnected = true
-            answer = nil
-            expiryAt = nil
-            expiryNoticeAt = nil
-            return [.leave]
-        case .authenticating:
+    /// connected and may CONNECT again on it). What held before the first CONNECT holds again:
+    /// the CONNECT deadline, the pre-authentication limits; the rooms it leaves are paid from
+    /// the join budget, as `room:leave` pays, so a `40`/`41` loop cannot make more presence
+    /// events than `room:join`/`room:leave` may.
+    private mutating func receiveDisconnect(now: Int64) -> [Action] {
+        switch lifecycle {
+        case .connected(let login):
+            lifecycle = .awaitingConnect(deadline: now + configuration.connectTimeoutMs, left: true)
+            limiter.spend(EventPolicyTable.roomLeave.rateClass, count: login.rooms, now: now)
+            return [.leave, .limits(limits)]
+        case .verifying:
             // Its CONNECT is being verified: a later answer would reach a socket that left.
-            clientDisconnected = true
+            lifecycle = .verifying(left: true)
             return close(code: CloseCode.normal, reason: "client disconnected")
         case .awaitingConnect, .closed:
             return []
         }
     }
 
-    private mutating func receiveConnect(_ packet: SocketPacket) -> [Action] {
-        switch phase {
-        case .connected(let user):
+    private mutating func receiveConnect(_ packet: SocketPacket, now: Int64) -> [Action] {
+        switch lifecycle {
+        case .connected(let login):
             // A repeated CONNECT is answered again; nothing changes.
-            return [.send(answer ?? SocketPacket(type: .connect, data: ConnectAnswer(user: user).json(sid: socketSID)).encodedMessage())]
-        case .authenticating, .closed:
+            return [.send(login.answer ?? SocketPacket(type: .connect, data: ConnectAnswer(user: login.user).json(sid: socketSID)).encodedMessage())]
+        case .verifying, .closed:
             return []
-        case .awaitingConnect:
-            phase = .authenticating
+        case .awaitingConnect(_, let left):
+            lifecycle = .verifying(left: left)
             do throws(RelayError) {
-                let request = try ConnectRequest(data: packet.data, fallbackToken: fallbackToken, maxRooms: configuration.maxRoomsInConnect)
+                var request = try ConnectRequest(data: packet.data, fallbackToken: fallbackToken, maxRooms: configuration.maxRoomsInConnect)
+                // Rooms named here are joins like `room:join`'s, from the same budget: the rest
+                // are refused `rate_limited` in the answer.
+                let allowed = limiter.take(EventPolicyTable.roomJoin.rateClass, count: request.rooms.count, now: now)
+                if allowed < request.rooms.count {
+                    request.overBudget = Array(request.rooms[allowed...])
+                    request.rooms.removeSubrange(allowed...)
+                }
                 return [.authenticate(request)]
             } catch {
                 return refuseConnect(error)
@@ -521,44 +592,43 @@ public struct EngineSession: Sendable {
     /// With `wallMs`, the token's `exp` is enforced: `auth:expiring` ahead of it, the close at
     /// `exp` + leeway.
     public mutating func connectFinished(_ result: Result<ConnectAnswer, RelayError>, now: Int64, wallMs: Int64? = nil) -> [Action] {
-        guard phase == .authenticating else { return [] }
+        guard case .verifying = lifecycle else { return [] }
         switch result {
         case .failure(let error):
             return refuseConnect(error)
         case .success(let outcome):
-            phase = .connected(outcome.user)
-            clientDisconnected = false
-            connectDeadline = nil
-            if let wallMs { armTokenExpiry(outcome.user, now: now, wallMs: wallMs) }
             if let sid = outcome.socketSID { socketSID = sid }
             let bytes = SocketPacket(type: .connect, data: outcome.json(sid: socketSID)).encodedMessage()
             let plain = outcome.pid == nil && outcome.rooms.isEmpty && outcome.refused.isEmpty
-            answer = plain ? nil : bytes
-            return [.send(bytes)]
+            var login = SessionLifecycle.Login(user: outcome.user, rooms: outcome.rooms.count, answer: plain ? nil : bytes)
+            if let wallMs { Self.armTokenExpiry(&login, configuration, now: now, wallMs: wallMs) }
+            lifecycle = .connected(login)
+            return [.limits(limits), .send(bytes)]
         }
     }
 
     /// The socket proved a new token (`auth:refresh`) for the same user: its rooms and expiry
     /// are the new token's from now on.
     public mutating func tokenRefreshed(_ user: AuthenticatedUser, now: Int64, wallMs: Int64) {
-        guard case .connected(let current) = phase, current.userID == user.userID else { return }
-        phase = .connected(user)
-        armTokenExpiry(user, now: now, wallMs: wallMs)
+        guard case .connected(var login) = lifecycle, login.user.userID == user.userID else { return }
+        login.user = user
+        Self.armTokenExpiry(&login, configuration, now: now, wallMs: wallMs)
+        lifecycle = .connected(login)
     }
 
     /// Deadlines for `exp` (seconds since 1970, wall clock) on the monotonic clock; saturating,
     /// so an `exp` far in the future never overflows.
-    private mutating func armTokenExpiry(_ user: AuthenticatedUser, now: Int64, wallMs: Int64) {
-        let (expMs, overflow) = user.expiresAt.multipliedReportingOverflow(by: 1000)
+    private static func armTokenExpiry(_ login: inout SessionLifecycle.Login, _ c: SessionConfiguration, now: Int64, wallMs: Int64) {
+        let (expMs, overflow) = login.user.expiresAt.multipliedReportingOverflow(by: 1000)
         guard !overflow else {
-            expiryAt = nil
-            expiryNoticeAt = nil
+            login.expiryAt = nil
+            login.expiryNoticeAt = nil
             return
         }
         let remaining = Self.saturating(expMs, minus: wallMs)
-        let cutoff = Self.saturating(Self.saturating(now, plus: remaining), plus: configuration.tokenLeewayMs)
-        expiryAt = cutoff
-        expiryNoticeAt = configuration.expiryNoticeMs > 0 ? max(now, Self.saturating(Self.saturating(now, plus: remaining), minus: configuration.expiryNoticeMs)) : nil
+        let cutoff = Self.saturating(Self.saturating(now, plus: remaining), plus: c.tokenLeewayMs)
+        login.expiryAt = cutoff
+        login.expiryNoticeAt = c.expiryNoticeMs > 0 ? max(now, Self.saturating(Self.saturating(now, plus: remaining), minus: c.expiryNoticeMs)) : nil
     }
 
     static func saturating(_ a: Int64, plus b: Int64) -> Int64 {
@@ -586,7 +656,7 @@ public struct EngineSession: Sendable {
     }
 
     private mutating func receiveEvent(_ packet: SocketPacket, size: Int, now: Int64, wallMs: Int64) -> [Action] {
-        guard case .connected(let user) = phase else {
+        guard case .connected(let login) = lifecycle else {
             return fail(RelayError(.notConnected), event: nil, ackID: packet.ackID, now: now)
         }
         let event: InboundEvent
@@ -596,7 +666,7 @@ public struct EngineSession: Sendable {
             // Not an event at all (`42{}`, `42[]`, `42[1]`): malformed, as the protocol says.
             return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
         }
-        return dispatch(event, user: user, size: size, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
+        return dispatch(event, user: login.user, size: size, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
     }
 
     /// Budget, policy and validation of one client event; `maxBytes` bounds its encoded size
@@ -645,7 +715,7 @@ public struct EngineSession: Sendable {
         case .ack(let id, let payload):
             return ack(id, payload: payload)
         case .binaryAck(let id, let payload, let attachments):
-            guard phase != .closed else { return [] }
+            if lifecycle.isClosed { return [] }
             let encoded = BinaryPacket.ack(id: id, payload: payload, attachments: attachments).encoded()
             return [.sendBinary(header: encoded.header, attachments: encoded.attachments)]
         case .failure(let error, let event, let ackID):
@@ -655,14 +725,14 @@ public struct EngineSession: Sendable {
 
     /// The ack of event `id`.
     public func ack(_ id: Int64, payload: JSONValue) -> [Action] {
-        guard phase != .closed else { return [] }
+        if lifecycle.isClosed { return [] }
         return [.send(SocketPacket.ackMessage(id: id, payload: payload))]
     }
 
     /// An error reply: the error ack when the event asked for one, else an `error` event.
     /// Error replies spend a budget; past it the session closes with 1008 instead of answering.
     public mutating func fail(_ error: RelayError, event: String?, ackID: Int64?, now: Int64) -> [Action] {
-        guard phase != .closed else { return [] }
+        if lifecycle.isClosed { return [] }
         guard errorBudget.tryConsume(1, configuration.errorReplies, now: now) else {
             return close(code: CloseCode.policyViolation, reason: "too many refused events")
         }

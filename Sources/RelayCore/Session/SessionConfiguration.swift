@@ -10,6 +10,8 @@ public struct SessionConfiguration: Sendable, Equatable {
     public var upgradeTimeoutMs: Int64 = 10_000
     /// Largest inbound message (announced in the open packet).
     public var maxPayload = 1_000_000
+    /// Largest inbound message or frame before CONNECT succeeded, and again after a `41`.
+    public var maxConnectPayload = 16_384
     /// Largest client event (encoded bytes).
     public var maxEventBytes = 64 * 1024
     public var customEventsEnabled = true

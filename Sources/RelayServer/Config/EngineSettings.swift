@@ -8,8 +8,11 @@ public struct EngineSettings: Sendable, Equatable {
     /// Largest inbound message or frame (bytes) before CONNECT succeeded: an unauthenticated
     /// socket cannot make the relay buffer `maxPayload` (1009 when over).
     public var maxConnectPayload = 0
-    /// Time for a client to send CONNECT (`40`) after the socket opens.
+    /// Time for a client to send CONNECT (`40`) after the socket opens (and after a `41`).
     public var connectTimeoutMs = 0
+    /// Time for a probing WebSocket to complete the upgrade (`2probe` … `5`), and the window
+    /// after it in which late polling requests are still the session's.
+    public var upgradeTimeoutMs = 0
     /// Negotiate permessage-deflate with clients that offer it.
     public var deflateEnabled = false
     /// Messages smaller than this go uncompressed even to deflate clients.

@@ -15,6 +15,8 @@ public struct EventSettings: Sendable, Equatable {
     /// the relay stops answering and closes the socket with 1008.
     public var errorReplies = EventRateLimiter.Budget(perSecond: 0, burst: 0)
     public var maxRoomsPerConnection = 0
+    /// Room joins per user across all of the user's sockets (`user-joins-per-second`).
+    public var userJoins = EventRateLimiter.Budget(perSecond: 0, burst: 0)
     public var maxMembersPerRoom = 0
     public var typingWindowMs: Int64 = 0
     public var typingExpiryMs: Int64 = 0

@@ -8,6 +8,8 @@ extension RelayConfiguration {
         s.pingTimeoutMs = Int64(engine.pingTimeoutMs)
         s.connectTimeoutMs = Int64(engine.connectTimeoutMs)
         s.maxPayload = engine.maxPayload
+        s.maxConnectPayload = engine.maxConnectPayload
+        s.upgradeTimeoutMs = Int64(engine.upgradeTimeoutMs)
         s.maxEventBytes = events.maxEventBytes
         s.customEventsEnabled = events.customEventsEnabled
         s.eventsPerSecond = events.eventsPerSecond

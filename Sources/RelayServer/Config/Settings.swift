@@ -27,6 +27,7 @@ extension ConfigurationLoader {
         .int("max-connect-payload", 16_384, min: 1024,
              "largest frame or message before CONNECT succeeded, bytes (close 1009, refused at the frame header)") { $0.engine.maxConnectPayload = $1 },
         .int("connect-timeout", 10_000, min: 1, "time to send CONNECT after the socket opens, ms") { $0.engine.connectTimeoutMs = $1 },
+        .int("upgrade-timeout", 10_000, min: 1, "time for a WebSocket probe to finish the upgrade from long-polling (`2probe` … `5`), and the window after it in which late polling requests are still the session's, ms") { $0.engine.upgradeTimeoutMs = $1 },
         .int("handshake-timeout", 10_000, min: 1, "time to finish the HTTP request (upgrade or API call), ms") { $0.listener.handshakeTimeoutMs = $1 },
         .int("max-event-bytes", 65_536, min: 16,
              "largest client event, text or binary, bytes, as each recipient is charged (attachments as base64, as long-polling carries them); larger: `payload_too_large`") {
@@ -68,6 +69,10 @@ extension ConfigurationLoader {
         },
         .int("max-pending-receipts", 256, min: 1, "receipts of one connection awaiting commit; more: `rate_limited`") { $0.receipts.maxPendingPerConnection = $1 },
         .int("max-rooms-per-connection", 100, min: 1, "rooms per connection") { $0.events.maxRoomsPerConnection = $1 },
+        .number("user-joins-per-second", 100, atLeast: 1,
+                "room joins per user per second across all of the user's sockets and reconnects: rooms named in CONNECT, `room:join`, recovery (burst 4×); past it the join is refused `rate_limited`") {
+            $0.events.userJoins = .init(perSecond: $1, burst: $1 * 4)
+        },
         .int("max-members-per-room", 10_000, min: 1, "members per room") { $0.events.maxMembersPerRoom = $1 },
         .int("max-connections", 100_000, min: 1, "connections in total") { $0.connections.maxConnections = $1 },
         .int("max-connections-per-user", 20, min: 1, "connections per user") { $0.connections.maxConnectionsPerUser = $1 },

@@ -50,7 +50,7 @@ struct ClientEventExecutor {
             socket.connectState.unfollow(.room(room))
             return ok
         case .presence(let room):
-            guard user.rooms.allows(room) || hub.rooms.isMember(room: room, connection: connectionID) else {
+            guard DeliveryGate.admits(user, room: room, member: hub.rooms.isMember(room: room, connection: connectionID)) else {
                 throw RelayError(.roomNotAuthorized, "your token does not allow \(room)")
             }
             ackLater(hub.presence.presence(room: room, on: partition.eventLoop).map { .object([("ok", true), ("room", .string(room)), ("presence", .array($0.map(\.json)))]) }, ackID: ackID, event: event.name)
@@ -91,7 +91,7 @@ struct ClientEventExecutor {
             TokenRefresh(socket: socket).refresh(with: token, ackID: ackID, current: user)
             return nil
         case .roomSync(let room, let offset, let limit):
-            guard user.rooms.allows(room) || hub.rooms.isMember(room: room, connection: connectionID) else {
+            guard DeliveryGate.admits(user, room: room, member: hub.rooms.isMember(room: room, connection: connectionID)) else {
                 throw RelayError(.roomNotAuthorized, "your token does not allow \(room)")
             }
             RoomSync(socket: socket).sync(room, after: offset, limit: limit, ackID: ackID)

@@ -114,7 +114,6 @@ struct ConnectSetup {
             return false
         }
         hub.metrics.connections.connectsOK.increment()
-        socket.authenticated()
         return true
     }
 
@@ -130,7 +129,7 @@ struct ConnectSetup {
     private func connectFresh(_ user: AuthenticatedUser, request: ConnectRequest, recovery: RecoveryResult?) {
         if let recovery { hub.metrics.connections.recovery(recovery) }
         let takesOffsets = socket.connectState.takesOffsets
-        let plain = request.rooms.isEmpty && !takesOffsets
+        let plain = request.rooms.isEmpty && request.overBudget.isEmpty && !takesOffsets
         guard register(user, sid: socket.sid, holding: !plain) else { return }
         let partition = socket.partition
         if takesOffsets {
@@ -139,7 +138,7 @@ struct ConnectSetup {
             hub.handover.track(pid: pid, connection: socket.connectionID, on: partition)
         }
         var joined: [String] = []
-        var refused: [(room: String, code: String)] = []
+        var refused: [(room: String, code: String)] = request.overBudget.map { ($0, RelayErrorCode.rateLimited.rawValue) }
         for room in request.rooms {
             guard user.rooms.allows(room) else {
                 refused.append((room, RelayErrorCode.roomNotAuthorized.rawValue))
@@ -265,10 +264,12 @@ struct ConnectSetup {
         var missed: [(position: StreamPosition, message: OutboundMessage)] = []
         var last = reached
         for stream in reached.keys {
-            // The socket's own broadcasts were never sent to it.
-            // …and a receipt on a user stream reached it through the room when it was a member.
+            // The socket's own broadcasts were never sent to it; a receipt on a user stream
+            // reached it through the room when it was a member; and what belongs to a room the
+            // token does not allow is never replayed, as it is never delivered live.
             for entry in (before[stream] ?? []) + (later[stream] ?? [])
-            where entry.message.origin != record.socketSID && !(entry.message.skipMembersOf.map(rooms.contains) ?? false) {
+            where entry.message.origin != record.socketSID && !(entry.message.skipMembersOf.map(rooms.contains) ?? false)
+                && DeliveryGate.admits(user, room: entry.message.skipMembersOf) {
                 missed.append((StreamPosition(stream: stream, offset: entry.offset), entry.message))
             }
             if let newest = later[stream]?.last?.offset { last[stream] = newest }

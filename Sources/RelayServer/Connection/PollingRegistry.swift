@@ -18,20 +18,21 @@ final class PollingRegistry: Sendable {
         /// the connection code does not depend on the polling code).
         let transport: NIOLoopBound<any SessionTransport>
         let loop: any EventLoop
-        /// CONNECT succeeded: requests may carry up to `maxPayload` (else the small
-        /// pre-authentication limit). Set on the session's loop, read by any request.
-        let authenticated: ManagedAtomic<Bool>
+        /// The largest body a `POST` may carry: the session's limit in force (`LimitsInForce`),
+        /// `maxPayload` while connected, the small pre-authentication one before CONNECT and
+        /// after a `41`. Set on the session's loop whenever it changes, read by any request.
+        let bodyLimit: ManagedAtomic<Int>
         /// A `POST` of this session is being read or run: a second one at once is refused.
         let postInFlight: ManagedAtomic<Bool>
 
         init(
-            session: NIOLoopBound<SocketSession>, transport: NIOLoopBound<any SessionTransport>, loop: any EventLoop, authenticated: ManagedAtomic<Bool>,
+            session: NIOLoopBound<SocketSession>, transport: NIOLoopBound<any SessionTransport>, loop: any EventLoop, bodyLimit: ManagedAtomic<Int>,
             postInFlight: ManagedAtomic<Bool>
         ) {
             self.session = session
             self.transport = transport
             self.loop = loop
-            self.authenticated = authenticated
+            self.bodyLimit = bodyLimit
             self.postInFlight = postInFlight
         }
     }

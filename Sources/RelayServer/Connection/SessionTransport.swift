@@ -10,8 +10,9 @@ protocol SessionTransport: AnyObject {
     /// Ends the transport with a WebSocket close code (polling answers its pending request and
     /// forgets the session). The transport reports back through `SocketSession.transportClosed`.
     func close(code: UInt16, reason: String)
-    /// CONNECT succeeded: lift the pre-authentication limits.
-    func authenticated()
+    /// The session's inbound limits in force changed (CONNECT succeeded, or a `41`): enforce
+    /// these from now on.
+    func apply(_ limits: LimitsInForce)
     /// Asks the CPU for the objects a write touches, just before a fan-out writes (`Prefetch`).
     func prefetchChannel()
 
@@ -28,6 +29,7 @@ protocol SessionTransport: AnyObject {
 
 extension SessionTransport {
     func prefetchChannel() {}
+    func apply(_ limits: LimitsInForce) {}
     func probeEnded() {}
     func releasePendingPoll() {}
     func takeUnsent() -> [OutboundMessage] { [] }

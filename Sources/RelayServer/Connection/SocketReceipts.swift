@@ -71,7 +71,7 @@ final class SocketReceipts {
                 guard let ackID else { return }
                 let next = receipts.last?.id ?? since
                 // `next` moves past the receipts left out; `more` says whether to go on.
-                let visible = receipts.filter { user.rooms.allows($0.room) }
+                let visible = receipts.filter { DeliveryGate.admits(user, room: $0.room) }
                 let payload = JSONValue.object([
                     ("ok", true), ("receipts", .array(visible.map(\.json))), ("next", .int(next)), ("more", .bool(receipts.count == limit)),
                 ])

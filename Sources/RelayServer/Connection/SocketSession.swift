@@ -62,10 +62,11 @@ final class SocketSession: ConnectionSink {
         get { hooks?.onEnd }
         set { withHooks { $0.onEnd = newValue } }
     }
-    /// Called once when CONNECT succeeded (polling requests may then be larger).
-    var onAuthenticated: (() -> Void)? {
-        get { hooks?.onAuthenticated }
-        set { withHooks { $0.onAuthenticated = newValue } }
+    /// Called whenever the session's inbound limits change (a polling `POST` may be larger once
+    /// connected, small again after a `41`).
+    var onLimits: ((LimitsInForce) -> Void)? {
+        get { hooks?.onLimits }
+        set { withHooks { $0.onLimits = newValue } }
     }
 
     var eventLoop: any EventLoop { partition.eventLoop }
@@ -124,9 +125,10 @@ final class SocketSession: ConnectionSink {
         perform(session.receiveBinary(bytes, from: from, now: clock.monotonicMs(), wallMs: clock.wallMs()))
     }
 
-    /// A WebSocket control frame (ping, pong) the transport answered: the budget pays for it.
-    func receiveControl(size: Int) {
-        let actions = session.receiveControlFrame(size: size, now: hub.clock.monotonicMs())
+    /// A WebSocket frame that is not a whole message (a control frame the transport answered, a
+    /// fragment): the budget pays for it.
+    func receiveFrame(size: Int) {
+        let actions = session.receiveFrame(size: size, now: hub.clock.monotonicMs())
         if !actions.isEmpty { perform(actions) }
     }
 
@@ -160,6 +162,7 @@ final class SocketSession: ConnectionSink {
         let actions = session.probeOpened(now: hub.clock.monotonicMs())
         if actions.isEmpty && !isClosing {
             transports.probe = websocket
+            websocket.apply(session.limits)
             armTimer()
         } else {
             websocket.close(code: CloseCode.protocolError, reason: "no upgrade possible")
@@ -190,6 +193,7 @@ final class SocketSession: ConnectionSink {
                 transports.current?.probeEnded()
             case .authenticate(let request): ConnectSetup(socket: self).authenticate(request)
             case .leave: leave()
+            case .limits(let limits): apply(limits)
             case .handle(let event, let ackID, let user): ClientEventExecutor(socket: self, user: user).run(event, ackID: ackID)
             case .close(let code, let reason): closeTransport(code: code, reason: reason)
             case .received(let name): hub.metrics.events.eventIn(name)
@@ -225,7 +229,7 @@ final class SocketSession: ConnectionSink {
             for message in old.takeUnsent() { websocket.send(message) }
             old.closeForUpgrade()
         }
-        if connectState.user != nil { websocket.authenticated() }
+        websocket.apply(session.limits)
         websocket.flush()
     }
 
@@ -238,12 +242,11 @@ final class SocketSession: ConnectionSink {
         timer.set(for: session.nextDeadline, now: hub.clock.monotonicMs(), on: eventLoop, owner: self)
     }
 
-    /// The socket authenticated: its transport lifts the pre-authentication limits.
-    func authenticated() {
-        transports.current?.authenticated()
-        let hook = onAuthenticated
-        onAuthenticated = nil
-        hook?()
+    /// The session's limits in force changed: every transport enforces them, the probe too.
+    private func apply(_ limits: LimitsInForce) {
+        transports.current?.apply(limits)
+        transports.probe?.apply(limits)
+        onLimits?(limits)
     }
 
     // MARK: Outbound
@@ -305,7 +308,8 @@ final class SocketSession: ConnectionSink {
     }
 
     func mayAccess(room: String) -> Bool {
-        connectState.user?.rooms.allows(room) ?? false
+        guard let user = connectState.user else { return false }
+        return DeliveryGate.admits(user, room: room)
     }
 
     // MARK: Ending
@@ -383,7 +387,7 @@ final class SocketSession: ConnectionSink {
         }
         // Nothing is held or followed any more.
         connectState = ConnectState()
-        onAuthenticated = nil
+        onLimits = nil
         let hook = onEnd
         onEnd = nil
         hook?()
@@ -394,14 +398,14 @@ extension SocketSession {
     /// The hooks of a long-polling session.
     private final class Hooks {
         var onEnd: (() -> Void)?
-        var onAuthenticated: (() -> Void)?
+        var onLimits: ((LimitsInForce) -> Void)?
     }
 
     /// Changes the hooks, made at the first one set and dropped once none is left.
     private func withHooks(_ change: (Hooks) -> Void) {
         let box = hooks ?? Hooks()
         change(box)
-        hooks = box.onEnd == nil && box.onAuthenticated == nil ? nil : box
+        hooks = box.onEnd == nil && box.onLimits == nil ? nil : box
     }
 }
 

@@ -31,7 +31,7 @@ extension Hub {
     /// included — cluster-wide when the node is in a cluster and Redis is up, this node's
     /// otherwise.
     public func join(room: String, sink: any ConnectionSink, user: String, on partition: LoopPartition) throws(RelayError) -> EventLoopFuture<[PresenceEntry]> {
-        let (joined, update) = try rooms.join(room: room, connection: sink.connectionID, user: user, partition: partition.index)
+        let (joined, update) = try rooms.join(room: room, connection: sink.connectionID, user: user, partition: partition.index, now: clock.monotonicMs())
         partition.join(room: room, sink)
         return presence.joined(
             room: room, user: user, update: update, alreadyMember: joined.alreadyMember, exclude: sink.connectionID, on: partition.eventLoop)

@@ -55,7 +55,8 @@ public final class Hub: Sendable {
             maxConnections: configuration.connections.maxConnections, maxConnectionsPerUser: configuration.connections.maxConnectionsPerUser, stripes: stripes,
             broker: broker, presence: backends.presence, webhooks: backends.webhooks)
         let rooms = RoomDirectory(
-            maxMembersPerRoom: configuration.events.maxMembersPerRoom, maxRoomsPerConnection: configuration.events.maxRoomsPerConnection, stripes: stripes,
+            maxMembersPerRoom: configuration.events.maxMembersPerRoom, maxRoomsPerConnection: configuration.events.maxRoomsPerConnection,
+            userJoins: configuration.events.userJoins, stripes: stripes,
             broker: broker, webhooks: backends.webhooks)
         let windows = EmitWindowService(timerLoop: timerLoop, clock: clock, metrics: metrics)
         let publisher = Publisher(

@@ -51,7 +51,7 @@ struct PollingEndpoint {
         guard slot.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
             return .refuse(engineError(.badRequest))
         }
-        let limit = handle.authenticated.load(ordering: .relaxed) ? c.engine.maxPayload : c.engine.maxConnectPayload
+        let limit = handle.bodyLimit.load(ordering: .relaxed)
         return .read(limit: limit, release: { slot.store(false, ordering: .releasing) })
     }
 
@@ -147,7 +147,7 @@ struct PollingEndpoint {
             maxMessages: c.connections.outboundMaxQueuedMessages, holdMs: Int64(c.engine.pingIntervalMs + c.engine.pingTimeoutMs))
         let handle = PollingRegistry.Handle(
             session: NIOLoopBound(session, eventLoop: loop), transport: NIOLoopBound(transport as any SessionTransport, eventLoop: loop), loop: loop,
-            authenticated: ManagedAtomic(false), postInFlight: ManagedAtomic(false))
+            bodyLimit: ManagedAtomic(session.session.limits.maxMessageBytes), postInFlight: ManagedAtomic(false))
         let sessions = relay.pollingSessions
         let engineSID = session.session.engineSID
         sessions.insert(engineSID, handle)
@@ -185,8 +185,8 @@ struct PollingEndpoint {
         }
         // Only the flag: the handle holds the session, so capturing it would keep every session
         // that never logs in alive for ever.
-        let authenticatedFlag = handle.authenticated
-        session.onAuthenticated = { authenticatedFlag.store(true, ordering: .relaxed) }
+        let bodyLimit = handle.bodyLimit
+        session.onLimits = { bodyLimit.store($0.maxMessageBytes, ordering: .relaxed) }
         session.start(on: transport)
         let promise = loop.makePromise(of: HTTPResponse.self)
         transport.poll(promise)

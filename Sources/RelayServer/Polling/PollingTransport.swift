@@ -105,8 +105,6 @@ final class PollingTransport: SessionTransport {
         observers.onClosed?()
     }
 
-    func authenticated() {}
-
     // MARK: Requests
 
     /// A `GET`: answered now when there is something to take, else held.

@@ -15,11 +15,17 @@ public final class RoomDirectory: Sendable {
     let rooms: LockStripes<RoomRegistry>
     /// Connections by id: the rooms each is in.
     private let memberships: LockStripes<ConnectionRooms>
+    /// Joins per user, whatever asks for them (CONNECT's rooms, `room:join`, recovery) and
+    /// across the user's sockets and reconnects: each join may announce presence, so a user
+    /// cannot make more presence events than this by opening sockets or looping `40`/`41`.
+    private let userJoins: LockStripes<KeyedRateLimiter>
     private let broker: any Broker
     private let webhooks: Webhooks?
 
-    init(maxMembersPerRoom: Int, maxRoomsPerConnection: Int, stripes: Int, broker: any Broker, webhooks: Webhooks?) {
+    init(maxMembersPerRoom: Int, maxRoomsPerConnection: Int, userJoins: EventRateLimiter.Budget, stripes: Int, broker: any Broker, webhooks: Webhooks?) {
         self.rooms = LockStripes(count: stripes) { RoomRegistry(maxMembersPerRoom: maxMembersPerRoom) }
+        // Each stripe keeps at most its share of users' buckets (full ones are pruned first).
+        self.userJoins = LockStripes(count: stripes) { KeyedRateLimiter(budget: userJoins, maxKeys: 100_000 / max(1, stripes) + 1) }
         self.memberships = LockStripes(count: stripes) { ConnectionRooms(maxRoomsPerConnection: maxRoomsPerConnection) }
         self.broker = broker
         self.webhooks = webhooks
@@ -28,7 +34,10 @@ public final class RoomDirectory: Sendable {
     /// Joins `room`: the connection's place first (refused past `maxRoomsPerConnection`, before
     /// the room is asked whether it is full), then the room's, given back if the room refuses.
     /// Returns the join and the user's presence change on this node.
-    func join(room: String, connection id: ConnectionID, user: String, partition: Int) throws(RelayError) -> (RoomRegistry.JoinResult, PresenceUpdate) {
+    func join(room: String, connection id: ConnectionID, user: String, partition: Int, now: Int64) throws(RelayError) -> (RoomRegistry.JoinResult, PresenceUpdate) {
+        guard userJoins.stripe(for: user).withLockedValue({ $0.record(user, now: now) }) else {
+            throw RelayError(.rateLimited, "too many room joins for this user; retry later")
+        }
         let membership = memberships.stripe(for: id)
         let reserved: Bool
         do throws(ConnectionRooms.TooManyRooms) {

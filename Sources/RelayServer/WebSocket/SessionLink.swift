@@ -49,14 +49,14 @@ enum SessionLink {
         }
     }
 
-    /// A WebSocket control frame of `size` bytes (answered by the transport): it spends the
-    /// session's inbound budget like any packet.
-    func receiveControl(size: Int) {
+    /// A WebSocket frame of `size` bytes that is not a whole message (a control frame the
+    /// transport answered, a fragment): it spends the session's inbound budget like any packet.
+    func receiveFrame(size: Int) {
         switch self {
         case .local(let session, _):
-            session.receiveControl(size: size)
+            session.receiveFrame(size: size)
         case .remote(let handle, _):
-            handle.loop.execute { handle.session.value.receiveControl(size: size) }
+            handle.loop.execute { handle.session.value.receiveFrame(size: size) }
         }
     }
 
@@ -113,9 +113,9 @@ final class CrossLoopTransport: SessionTransport {
         loop.execute { target.value.close(code: code, reason: reason) }
     }
 
-    func authenticated() {
+    func apply(_ limits: LimitsInForce) {
         let target = self.target
-        loop.execute { target.value.authenticated() }
+        loop.execute { target.value.apply(limits) }
     }
 }
 

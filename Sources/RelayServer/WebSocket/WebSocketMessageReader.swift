@@ -32,6 +32,9 @@ struct WebSocketMessageReader {
     private var fragmentCompressed = false
     /// Whether a message of one uncompressed frame comes as `.bytes`.
     let messagesAsBytes: Bool
+    /// Bytes copied into fragmented messages so far, moves of what was already there included:
+    /// the fuzz property that reassembly stays linear in the message reads it.
+    private(set) var copiedBytes = 0
 
     init(maxMessageBytes: Int, inflater: MessageInflater?, messagesAsBytes: Bool = false) {
         self.maxMessageBytes = maxMessageBytes
@@ -57,16 +60,29 @@ struct WebSocketMessageReader {
             if frame.fin { return finish(frame.unmaskedData, opcode: frame.opcode, compressed: frame.rsv1, allocator: allocator) }
             fragmentOpcode = frame.opcode
             fragmentCompressed = frame.rsv1
-            fragments = frame.unmaskedData
-            return checkSize()
+            guard frame.length <= maxMessageBytes else { return .fail(CloseCode.messageTooBig, "message exceeds maxPayload") }
+            let first = frame.unmaskedData
+            copiedBytes &+= first.readableBytes
+            fragments = first
+            return .none
         case .continuation:
             guard var buffer = fragments else { return .fail(CloseCode.protocolError, "continuation without a message") }
-            var data = frame.unmaskedData
-            buffer.writeBuffer(&data)
-            fragments = buffer
-            if case .fail(let c, let r) = checkSize() { return .fail(c, r) }
-            guard frame.fin else { return .none }
+            // Out of `fragments` while it grows: one reference, so appending never copies what
+            // came before (a copy per frame made a message of n frames cost n² bytes).
             fragments = nil
+            guard buffer.readableBytes + frame.length <= maxMessageBytes else { return .fail(CloseCode.messageTooBig, "message exceeds maxPayload") }
+            var data = frame.unmaskedData
+            let before = buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+            let kept = buffer.readableBytes
+            let added = data.readableBytes
+            buffer.writeBuffer(&data)
+            // What was there is copied when the storage moved (grown, or copied on write).
+            let moved = buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } != before
+            copiedBytes &+= added &+ (moved ? kept : 0)
+            guard frame.fin else {
+                fragments = buffer
+                return .none
+            }
             return finish(buffer, opcode: fragmentOpcode, compressed: fragmentCompressed, allocator: allocator)
         case .ping:
             return .ping(frame.unmaskedData)
@@ -85,14 +101,6 @@ struct WebSocketMessageReader {
         default:
             return .fail(CloseCode.protocolError, "unknown opcode")
         }
-    }
-
-    private mutating func checkSize() -> Output {
-        if let f = fragments, f.readableBytes > maxMessageBytes {
-            fragments = nil
-            return .fail(CloseCode.messageTooBig, "message exceeds maxPayload")
-        }
-        return .none
     }
 
     private func finish(_ buffer: ByteBuffer, opcode: WebSocketOpcode, compressed: Bool, allocator: ByteBufferAllocator) -> Output {

@@ -53,7 +53,11 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         self.relay = relay
         self.start = probeOf.map { .upgrade($0) } ?? .session(HandshakeBox(info: handshake))
         self.deflate = handshake.deflate
-        self.inbound = InboundAssembly(frameGuard: frameGuard)
+        // A new socket starts under the pre-authentication limits; a probe gets its session's
+        // limits in force as soon as it is linked (`apply`).
+        self.inbound = InboundAssembly(
+            frameGuard: frameGuard,
+            limits: LimitsInForce(maxMessageBytes: min(relay.configuration.engine.maxConnectPayload, relay.configuration.engine.maxPayload), preAuthentication: true))
         let c = relay.configuration.connections
         self.outbound = OutboundQueue(softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
         LiveObjects.created(.webSocketTransport)
@@ -112,15 +116,16 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         guard !closing else { return }
-        // Until CONNECT succeeded, messages are held to the small pre-authentication limit.
-        let output = inbound.read(frame, allocator: context.channel.allocator) {
-            WebSocketMessageReader(maxMessageBytes: configuration.engine.maxConnectPayload, inflater: deflate != nil ? partition?.inflater : nil, messagesAsBytes: true)
+        // Messages are held to the session's limit in force (`apply`).
+        let output = inbound.read(frame, allocator: context.channel.allocator) { limit in
+            WebSocketMessageReader(maxMessageBytes: limit, inflater: deflate != nil ? partition?.inflater : nil, messagesAsBytes: true)
         }
         switch output {
         case .none:
-            break
+            // A fragment that completes no message still spends the budget.
+            link?.receiveFrame(size: frame.length)
         case .pong:
-            link?.receiveControl(size: 0)
+            link?.receiveFrame(size: 0)
         case .bytes(let opcode, let bytes):
             if opcode == .text { link?.receive(bytes[...]) } else { link?.receiveBinary(bytes) }
         case .message(let opcode, let buffer):
@@ -131,7 +136,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
             }
         case .ping(let data):
             answerPing(data, context: context)
-            link?.receiveControl(size: data.readableBytes)
+            link?.receiveFrame(size: data.readableBytes)
         case .peerClosed(let code):
             fail(code: code, reason: "")
         case .fail(let code, let reason):
@@ -155,10 +160,20 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         }
     }
 
-    /// The session authenticated: lift the pre-authentication limits.
-    func authenticated() {
-        if let frameGuard = inbound.authenticated(maxPayload: configuration.engine.maxPayload), let context {
+    /// The session's limits in force changed: the reader takes the new size; before CONNECT (and
+    /// after a `41`) the frame guard sits in front of the frame decoder, once connected it is out.
+    func apply(_ limits: LimitsInForce) {
+        guard let context else { return }
+        switch inbound.apply(limits) {
+        case .none:
+            break
+        case .remove(let frameGuard):
             context.pipeline.syncOperations.removeHandler(frameGuard, promise: nil)
+        case .add(let frameGuard):
+            let pipeline = context.pipeline.syncOperations
+            if let codec = try? pipeline.handler(type: WebSocketFrameCodec.self) {
+                try? pipeline.addHandler(frameGuard, position: .before(codec))
+            }
         }
     }
 
