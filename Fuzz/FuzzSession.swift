@@ -21,6 +21,9 @@
 // - Every `.send` (and a binary reply's header) is a non-empty Engine.IO packet whose first
 //   byte is a packet type 0–6.
 // - `nextDeadline`, when set, is never in the past after a `tick` at that time.
+// - The limits in force (`LimitsInForce`) are pre-login exactly when no user is logged in
+//   (before CONNECT, while it is verified, after a `41`), every change reaches the transports
+//   as a `.limits` action, and a session awaiting CONNECT always has a deadline (after `41` too).
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
@@ -43,6 +46,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var leaves = 0
     var authenticating = false
     var connectedBefore = false
+    // What the transports were told of the limits in force (a new session starts pre-login).
+    var announced = session.limits
 
     func check(_ actions: [EngineSession.Action], wasClosed: Bool) {
         if wasClosed && !actions.isEmpty { fatalError("actions after close: \(actions)") }
@@ -65,11 +70,20 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             case .leave:
                 if !connectedBefore { fatalError("leave without a connected socket") }
                 leaves += 1
+            case .limits(let limits):
+                announced = limits
             case .releasePoll, .upgraded, .abortProbe, .received, .rateLimited:
                 break
             }
         }
         if session.isClosed && session.nextDeadline != nil { fatalError("a deadline after close") }
+        if !session.isClosed {
+            // The transports always enforce the state's limits: pre-login exactly when no one is
+            // logged in (before CONNECT, while verifying, after a 41), and told of every change.
+            guard announced == session.limits else { fatalError("transports enforce \(announced), the state says \(session.limits)") }
+            guard session.limits.preAuthentication == (session.user == nil) else { fatalError("limits \(session.limits) with user \(String(describing: session.user))") }
+            if case .awaitingConnect = session.lifecycle, session.nextDeadline == nil { fatalError("awaiting CONNECT without a deadline") }
+        }
     }
 
     check(session.start(now: now), wasClosed: false)

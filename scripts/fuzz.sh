@@ -22,7 +22,7 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 SANITIZE="${FUZZ_SANITIZE:-fuzzer,address}"
 OUT=.build-fuzz
 [ "$SANITIZE" = "fuzzer,address" ] || OUT=.build-fuzz-noasan
-ALL_TARGETS=(FuzzJSON FuzzPackets FuzzEventName FuzzOutboundQueue FuzzFrameScanner FuzzUpgrade FuzzJWT FuzzProxyProtocol FuzzSession FuzzBinaryPackets FuzzRecovery FuzzPollingBody FuzzAttachmentStream FuzzTextValidator)
+ALL_TARGETS=(FuzzJSON FuzzPackets FuzzEventName FuzzOutboundQueue FuzzFrameScanner FuzzUpgrade FuzzJWT FuzzProxyProtocol FuzzSession FuzzBinaryPackets FuzzRecovery FuzzPollingBody FuzzAttachmentStream FuzzTextValidator FuzzFragments)
 if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL_TARGETS[@]}"); fi
 
 # Swift's crash backtracer would attach to the fuzzer on fatalError and can stall the run;

@@ -188,6 +188,54 @@ final class WebSocketFrameCodecTests: XCTestCase {
         XCTAssertEqual(data.readInteger(as: UInt16.self), CloseCode.invalidPayloadData)
     }
 
+    private func closeCode(_ channel: EmbeddedChannel) throws -> UInt16? {
+        guard let close = try serverFrames(try outbound(channel)).first(where: { $0.opcode == .connectionClose }) else { return nil }
+        var data = close.data
+        return data.readInteger(as: UInt16.self)
+    }
+
+    /// After a `41` the socket is unauthenticated again: the frame guard is back in front of the
+    /// decoder and refuses a frame that declares more than the pre-authentication limit, at its
+    /// header, as before the first CONNECT.
+    func testADisconnectPutsThePreAuthenticationGuardBack() throws {
+        let harness = Harness { $0.engine.maxConnectPayload = 16_384 }
+        let channel = try upgraded(harness)
+        try write(channel, frame(Array("40{\"token\":\"alice\"}".utf8)))
+        _ = try outbound(channel)
+        XCTAssertNil(try? channel.pipeline.syncOperations.handler(type: FrameSizeGuard.self), "connected: no guard")
+        try write(channel, frame(Array("41".utf8)))
+        _ = try outbound(channel)
+        XCTAssertNotNil(try? channel.pipeline.syncOperations.handler(type: FrameSizeGuard.self), "after 41 the guard is back")
+        // A header that declares 900 KB: refused before any of its bytes are buffered.
+        let header: [UInt8] = [0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0x0D, 0xBB, 0xA0, 7, 1, 9, 3]
+        try write(channel, header)
+        XCTAssertEqual(try closeCode(channel), CloseCode.messageTooBig)
+    }
+
+    /// Empty continuation frames complete no message, but each spends the packet budget: a flood
+    /// of them is closed 1008, before and after CONNECT (the issue measured 3.5 million taken).
+    func testEmptyContinuationsSpendThePacketBudget() throws {
+        for connected in [false, true] {
+            let harness = Harness { $0.events.inbound.packets = .init(perSecond: 250, burst: 500) }
+            let channel = try upgraded(harness)
+            if connected {
+                try write(channel, frame(Array("40{\"token\":\"alice\"}".utf8)))
+                _ = try outbound(channel)
+            }
+            try write(channel, frame(Array(repeating: UInt8(ascii: "a"), count: 1000), fin: false))
+            var sent = 0
+            var code: UInt16?
+            while code == nil, sent < 5_000 {
+                // 100 empty continuations a read.
+                try write(channel, Array((0..<100).map { _ in frame([], opcode: 0x0, fin: false) }.joined()))
+                sent += 100
+                code = try closeCode(channel)
+            }
+            XCTAssertEqual(code, CloseCode.policyViolation, "connected: \(connected)")
+            XCTAssertLessThanOrEqual(sent, 600, "closed at the burst (500 packets), connected: \(connected)")
+        }
+    }
+
     func testAnUpgradedSocketIsCountedUntilItCloses() throws {
         let harness = Harness()
         let admission = harness.relay.admission

@@ -27,14 +27,13 @@ struct WebSocketMessageReader {
     var maxMessageBytes: Int
     /// Set when permessage-deflate was negotiated.
     let inflater: MessageInflater?
-    private var fragments: ByteBuffer?
+    /// The message being reassembled from fragments (RelayCore's `FragmentAssembly`: linear in
+    /// the message however it is split).
+    private var fragments: FragmentAssembly?
     private var fragmentOpcode: WebSocketOpcode = .text
     private var fragmentCompressed = false
     /// Whether a message of one uncompressed frame comes as `.bytes`.
     let messagesAsBytes: Bool
-    /// Bytes copied into fragmented messages so far, moves of what was already there included:
-    /// the fuzz property that reassembly stays linear in the message reads it.
-    private(set) var copiedBytes = 0
 
     init(maxMessageBytes: Int, inflater: MessageInflater?, messagesAsBytes: Bool = false) {
         self.maxMessageBytes = maxMessageBytes
@@ -61,29 +60,28 @@ struct WebSocketMessageReader {
             fragmentOpcode = frame.opcode
             fragmentCompressed = frame.rsv1
             guard frame.length <= maxMessageBytes else { return .fail(CloseCode.messageTooBig, "message exceeds maxPayload") }
-            let first = frame.unmaskedData
-            copiedBytes &+= first.readableBytes
-            fragments = first
+            fragments = FragmentAssembly(first: Self.unmaskedBytes(of: frame))
             return .none
         case .continuation:
-            guard var buffer = fragments else { return .fail(CloseCode.protocolError, "continuation without a message") }
+            guard var assembly = fragments else { return .fail(CloseCode.protocolError, "continuation without a message") }
             // Out of `fragments` while it grows: one reference, so appending never copies what
-            // came before (a copy per frame made a message of n frames cost n² bytes).
+            // came before (a copy per frame once made a message of n frames cost n² bytes).
             fragments = nil
-            guard buffer.readableBytes + frame.length <= maxMessageBytes else { return .fail(CloseCode.messageTooBig, "message exceeds maxPayload") }
-            var data = frame.unmaskedData
-            let before = buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
-            let kept = buffer.readableBytes
-            let added = data.readableBytes
-            buffer.writeBuffer(&data)
-            // What was there is copied when the storage moved (grown, or copied on write).
-            let moved = buffer.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) } != before
-            copiedBytes &+= added &+ (moved ? kept : 0)
+            guard assembly.append(Self.unmaskedBytes(of: frame), limit: maxMessageBytes) else {
+                return .fail(CloseCode.messageTooBig, "message exceeds maxPayload")
+            }
             guard frame.fin else {
-                fragments = buffer
+                fragments = assembly
                 return .none
             }
-            return finish(buffer, opcode: fragmentOpcode, compressed: fragmentCompressed, allocator: allocator)
+            if !fragmentCompressed && messagesAsBytes {
+                let bytes = assembly.bytes
+                if fragmentOpcode == .text, !bytes.withUnsafeBufferPointer(ASCII.isASCII), String(validating: bytes, as: UTF8.self) == nil {
+                    return .fail(CloseCode.invalidPayloadData, "invalid UTF-8")
+                }
+                return .bytes(fragmentOpcode, bytes)
+            }
+            return finish(ByteBuffer(bytes: assembly.bytes), opcode: fragmentOpcode, compressed: fragmentCompressed, allocator: allocator)
         case .ping:
             return .ping(frame.unmaskedData)
         case .pong:
@@ -131,6 +129,12 @@ struct WebSocketMessageReader {
             return .fail(CloseCode.invalidPayloadData, "invalid UTF-8")
         }
         return .bytes(opcode, bytes)
+    }
+
+    /// A frame's payload, unmasked, as an array.
+    static func unmaskedBytes(of frame: WebSocketFrame) -> [UInt8] {
+        guard let key = frame.maskKey, frame.extensionData == nil else { return Array(frame.unmaskedData.readableBytesView) }
+        return unmasked(frame.data, key: key)
     }
 
     /// `data` XOR the masking key (RFC 6455 §5.3), into a new array.
