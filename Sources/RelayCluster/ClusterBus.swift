@@ -46,15 +46,20 @@ public final class ClusterBus: @unchecked Sendable {
     /// `{name}`: the hash tag of a room's, user's or node's keys and channel (Redis Cluster puts
     /// keys with one tag in one slot). A name that starts with `}` would make the tag empty (the
     /// whole key hashed): it gets a U+001F first (no valid name has one, so no two names meet).
+    ///
+    /// Redis hashes bytes, so every test here is on bytes (UTF-8), never on characters: `}`
+    /// followed by a combining mark is one `Character` but still a `}` byte to Redis.
     package static func tag(_ name: String) -> String {
-        name.hasPrefix("}") ? "{\u{1F}" + name + "}" : "{" + name + "}"
+        name.utf8.first == UInt8(ascii: "}") ? "{\u{1F}" + name + "}" : "{" + name + "}"
     }
 
     /// The name inside a `tag`: nil when `tagged` is not one.
     package static func untag(_ tagged: Substring) -> String? {
-        guard tagged.hasPrefix("{"), tagged.hasSuffix("}"), tagged.count >= 2 else { return nil }
-        let inner = tagged.dropFirst().dropLast()
-        return String(inner.hasPrefix("\u{1F}}") ? inner.dropFirst() : inner)
+        let bytes = tagged.utf8
+        guard bytes.count >= 2, bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") else { return nil }
+        var inner = bytes.dropFirst().dropLast()
+        if inner.count >= 2, inner.first == 0x1F, inner.dropFirst().first == UInt8(ascii: "}") { inner = inner.dropFirst() }
+        return String(decoding: inner, as: UTF8.self)
     }
 
     package static func roomChannel(_ room: String) -> String { "relay:room:" + tag(room) }

@@ -217,13 +217,17 @@ public final class RedisBroker: Broker {
         handler(stream, envelope.publication, id, Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf, window: envelope.window))
     }
 
+    /// The stream a channel carries. On bytes, like Redis: a name that starts with a combining
+    /// mark makes one `Character` of it and the tag's `{`.
     package static func stream(ofChannel channel: String) -> StreamKey? {
-        if channel.hasPrefix("relay:room:"), let room = ClusterBus.untag(channel.dropFirst("relay:room:".count)) {
-            return .room(room)
-        }
-        if channel.hasPrefix("relay:user:"), let user = ClusterBus.untag(channel.dropFirst("relay:user:".count)) {
-            return .user(user)
-        }
+        if let tagged = Self.dropPrefix("relay:room:", of: channel), let room = ClusterBus.untag(tagged) { return .room(room) }
+        if let tagged = Self.dropPrefix("relay:user:", of: channel), let user = ClusterBus.untag(tagged) { return .user(user) }
         return nil
+    }
+
+    private static func dropPrefix(_ prefix: String, of channel: String) -> Substring? {
+        let bytes = channel.utf8
+        guard bytes.starts(with: prefix.utf8) else { return nil }
+        return Substring(bytes.dropFirst(prefix.utf8.count))
     }
 }

@@ -202,11 +202,11 @@ public final class RelayServer: Sendable {
                         try pipeline.addHandler(
                             WebSocketEchoHandler(maxMessageBytes: configuration.engine.maxPayload, deflate: info.deflate, partition: partition, thresholdBytes: configuration.engine.deflateThresholdBytes))
                     } else {
-                        // Small frames only until CONNECT succeeds.
-                        let frameGuard = FrameSizeGuard(limit: configuration.engine.maxConnectPayload)
-                        try pipeline.addHandler(frameGuard, position: .before(codec))
+                        // Small frames only until CONNECT succeeds (the session's limits in force,
+                        // which the transport hands the codec whenever they change).
+                        codec.frameLimit = min(configuration.engine.maxConnectPayload, configuration.engine.maxPayload)
                         let probeOf = QueryString(uri: head.uri)["sid"].flatMap { relay.pollingSessions.lookup($0) }
-                        try pipeline.addHandler(WebSocketTransport(relay: relay, handshake: info, frameGuard: frameGuard, probeOf: probeOf))
+                        try pipeline.addHandler(WebSocketTransport(relay: relay, handshake: info, probeOf: probeOf))
                     }
                 }
             })

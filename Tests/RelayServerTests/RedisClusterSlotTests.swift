@@ -12,7 +12,13 @@ import XCTest
 /// builders), for ordinary names and for names that play with braces.
 final class RedisClusterSlotTests: XCTestCase {
     /// Rooms, users and node ids, including ones whose braces move or empty a hash tag.
-    let names = ["conversation:1", "bob", "node-a", "a{b}c", "}x", "{}", "x}", "{", "é ü", "room:{tag}"]
+    /// The last five are one `Character` with the tag's brace in Swift but separate bytes to Redis:
+    /// `}` then a combining mark, a leading combining mark, a trailing U+0600 (prepended
+    /// concatenation mark).
+    let names = [
+        "conversation:1", "bob", "node-a", "a{b}c", "}x", "{}", "x}", "{", "é ü", "room:{tag}",
+        "}\u{301}conversation:relay", "}\u{301}bob", "\u{301}conversation:relay", "conversation:relay\u{600}", "bob\u{600}",
+    ]
 
     /// The declared keys of an EVAL (`EVAL script numkeys key… arg…`).
     func keys(of command: [String], file: StaticString = #filePath, line: UInt = #line) -> [String] {

@@ -173,14 +173,14 @@ final class WebSocketFrameCodecTests: XCTestCase {
         let harness = Harness()
         let channel = try upgraded(harness)
         _ = try channel.pipeline.syncOperations.handler(type: WebSocketFrameCodec.self)
-        _ = try channel.pipeline.syncOperations.handler(type: FrameSizeGuard.self)
+        XCTAssertEqual(try channel.pipeline.syncOperations.handler(type: WebSocketFrameCodec.self).frameLimit, 16_384, "pre-authentication frames")
         // CONNECT split over two reads.
         let connect = frame(Array("40{\"token\":\"alice\"}".utf8))
         try write(channel, Array(connect.prefix(5)))
         try write(channel, Array(connect.dropFirst(5)))
         let texts = try serverFrames(try outbound(channel)).map { String(buffer: $0.data) }
         XCTAssertTrue(texts.contains { $0.hasPrefix("40{\"sid\":") }, "\(texts)")
-        XCTAssertNil(try? channel.pipeline.syncOperations.handler(type: FrameSizeGuard.self), "the pre-authentication guard left")
+        XCTAssertEqual(try channel.pipeline.syncOperations.handler(type: WebSocketFrameCodec.self).frameLimit, 1_000_000, "max-payload once connected")
         // Invalid text, after CONNECT: 1007.
         try write(channel, frame([UInt8(ascii: "4"), UInt8(ascii: "2"), 0xFF]))
         let close = try serverFrames(try outbound(channel)).first { $0.opcode == .connectionClose }
@@ -194,22 +194,29 @@ final class WebSocketFrameCodecTests: XCTestCase {
         return data.readInteger(as: UInt16.self)
     }
 
-    /// After a `41` the socket is unauthenticated again: the frame guard is back in front of the
-    /// decoder and refuses a frame that declares more than the pre-authentication limit, at its
-    /// header, as before the first CONNECT.
-    func testADisconnectPutsThePreAuthenticationGuardBack() throws {
-        let harness = Harness { $0.engine.maxConnectPayload = 16_384 }
-        let channel = try upgraded(harness)
-        try write(channel, frame(Array("40{\"token\":\"alice\"}".utf8)))
-        _ = try outbound(channel)
-        XCTAssertNil(try? channel.pipeline.syncOperations.handler(type: FrameSizeGuard.self), "connected: no guard")
-        try write(channel, frame(Array("41".utf8)))
-        _ = try outbound(channel)
-        XCTAssertNotNil(try? channel.pipeline.syncOperations.handler(type: FrameSizeGuard.self), "after 41 the guard is back")
-        // A header that declares 900 KB: refused before any of its bytes are buffered.
-        let header: [UInt8] = [0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0x0D, 0xBB, 0xA0, 7, 1, 9, 3]
-        try write(channel, header)
-        XCTAssertEqual(try closeCode(channel), CloseCode.messageTooBig)
+    /// After a `41` the socket is unauthenticated again: the codec refuses a frame that declares
+    /// more than the pre-authentication limit, at its header, as before the first CONNECT — even
+    /// when the `41` and that header come in one read.
+    func testADisconnectRestoresThePreAuthenticationFrameLimit() throws {
+        for sameRead in [false, true] {
+            let harness = Harness { $0.engine.maxConnectPayload = 16_384 }
+            let channel = try upgraded(harness)
+            try write(channel, frame(Array("40{\"token\":\"alice\"}".utf8)))
+            _ = try outbound(channel)
+            let codec = try channel.pipeline.syncOperations.handler(type: WebSocketFrameCodec.self)
+            XCTAssertEqual(codec.frameLimit, 1_000_000, "connected")
+            // A header that declares 900 KB: refused before any of its payload is buffered.
+            let header: [UInt8] = [0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0x0D, 0xBB, 0xA0, 7, 1, 9, 3]
+            if sameRead {
+                try write(channel, frame(Array("41".utf8)) + header)
+            } else {
+                try write(channel, frame(Array("41".utf8)))
+                _ = try outbound(channel)
+                XCTAssertEqual(codec.frameLimit, 16_384, "after 41")
+                try write(channel, header)
+            }
+            XCTAssertEqual(try closeCode(channel), CloseCode.messageTooBig, "41 and the header in one read: \(sameRead)")
+        }
     }
 
     /// Empty continuation frames complete no message, but each spends the packet budget: a flood

@@ -28,8 +28,8 @@ The names:
 - Unicode at the braces: a `}` followed by a combining mark (`}\\u0301…`: a `}` byte first,
   one extended grapheme cluster), a name starting with a combining mark (`\\u0301…`: `{` and the
   mark are one grapheme), a name ending in a prepended concatenation mark (`…\\u0600`: the mark
-  and `}` are one grapheme). All are valid names (NFC, no control character). Relay
-  mis-delivers all three today: those cases are strict `xfail`, their reasons say what happens.
+  and `}` are one grapheme). All are valid names (NFC, no control character). Relay once
+  mis-delivered all three (tags and channels were cut by Character, not by byte).
 
 Each case connects its names at once, the listeners on node A (and B), the sender and the
 backend API on node B (and A): an event for one name must reach that name's sockets, and none
@@ -41,7 +41,7 @@ written to the socket before that.
 One cluster and one pair of nodes serve the whole module (each case starts with its names'
 presence empty, and checks only what it sent: its own nonces). Redis's refusals of cross-slot
 commands and changes to Relay's own keys are checked inside each test (not at teardown), so a
-case marked `xfail` fails in its body only.
+case fails in its own body.
 """
 
 from __future__ import annotations
@@ -70,32 +70,9 @@ NODE_KEYS = [*[f"relay:node-rooms:{{{n}}}" for n in NODES], *[f"relay:node-users
 # Names whose hash tag is one of Relay's own keys (or a node id).
 AIMED_AT_RELAY_KEYS = ["relay:nodes", "relay:revoked", "relay:receipts", "relay:history-gap", "relay:control", *NODES]
 
-# Mis-deliveries found by this module (bugs of Relay, not of the test): each case is marked
-# strict xfail, so it is noticed when fixed.
-CLOSE_BRACE_COMBINING = (
-    "`ClusterBus.tag` escapes a leading `}` with `name.hasPrefix(\"}\")`, a Character comparison: "
-    "for `}\\u0301…` the first Character is `}\\u0301`, so no U+001F goes in, `{}` is an empty hash "
-    "tag and Redis hashes each whole key, the name's keys scattered over slots. ")
-BUG_ROOM_CLOSE_BRACE_COMBINING = pytest.mark.xfail(strict=True, reason=CLOSE_BRACE_COMBINING + (
-    "Room `}\\u0301conversation:relay`: the presence script's two keys are in two slots, Redis "
-    "answers CROSSSLOT to every presence change (both nodes log it), and room:join answers "
-    "`presence: []` instead of the room's three members."))
-BUG_USER_CLOSE_BRACE_COMBINING = pytest.mark.xfail(strict=True, reason=CLOSE_BRACE_COMBINING + (
-    "User `}\\u0301relay`: the history publish script's stream (slot 11722) and channel (slot "
-    "10191) are on two masters, Redis refuses it (`Script attempted to access a non local key`, "
-    "node B logs `what=history publish`), and a backend emit on node B reaches the user's device "
-    "on node B only, never the one on node A. (`}\\u0301bob` is delivered only because its two "
-    "slots, 1264 and 3766, happen to share a master; its stream is not at its tagged key either.)"))
-UNTAG_GRAPHEME = (
-    "`ClusterBus.untag` checks `tagged.hasPrefix(\"{\")` / `hasSuffix(\"}\")` by Character: a name "
-    "starting with a combining mark makes `{` and the mark one grapheme, and a name ending in "
-    "U+0600 (a prepended concatenation mark) makes the mark and `}` one, so `RedisBroker.stream(ofChannel:)` "
-    "is nil and the receiving node silently drops every publication of that room or user from the "
-    "other node (nothing is logged). ")
-BUG_ROOM_UNTAG = pytest.mark.xfail(strict=True, reason=UNTAG_GRAPHEME + (
-    "The listener on node A never receives the sender's presence:join (nor any event) from node B."))
-BUG_USER_UNTAG = pytest.mark.xfail(strict=True, reason=UNTAG_GRAPHEME + (
-    "A backend emit on node B reaches the user's device on node B only, never the one on node A."))
+# Names that are one `Character` with the tag's brace in Swift but separate bytes to Redis: a
+# `}` then a combining mark, a leading combining mark, a trailing U+0600. Once mis-delivered
+# (tags and channels were cut by Character); `ClusterBus.tag`/`untag` now work on bytes.
 
 ROOM_CASES = [
     pytest.param(["conversation:{relay}", "conversation:relay", "conversation:{relay", "conversation:relay}"], id="braces-around"),
@@ -105,10 +82,9 @@ ROOM_CASES = [
     pytest.param(["{conversation:relay}", "conversation:relay"], id="naively-the-channel-of-another-room"),
     pytest.param(["}conversation:relay", "conversation:relay", "}"], id="leading-close-brace"),
     pytest.param(AIMED_AT_RELAY_KEYS, id="tagged-as-relay-keys"),
-    pytest.param(["}\u0301conversation:relay", "}conversation:relay"], id="close-brace-then-combining-mark",
-                 marks=BUG_ROOM_CLOSE_BRACE_COMBINING),
-    pytest.param(["\u0301conversation:relay", "conversation:relay"], id="leading-combining-mark", marks=BUG_ROOM_UNTAG),
-    pytest.param(["conversation:relay\u0600", "conversation:relay"], id="trailing-prepended-mark", marks=BUG_ROOM_UNTAG),
+    pytest.param(["}\u0301conversation:relay", "}conversation:relay"], id="close-brace-then-combining-mark"),
+    pytest.param(["\u0301conversation:relay", "conversation:relay"], id="leading-combining-mark"),
+    pytest.param(["conversation:relay\u0600", "conversation:relay"], id="trailing-prepended-mark"),
 ]
 
 USER_CASES = [
@@ -116,10 +92,9 @@ USER_CASES = [
     pytest.param(["{bob}", "bob"], id="naively-the-keys-of-another-user"),
     pytest.param(["}bob", "bob", "}"], id="leading-close-brace"),
     pytest.param(AIMED_AT_RELAY_KEYS, id="tagged-as-relay-keys"),
-    pytest.param(["}\u0301relay", "}\u0301bob", "}relay", "}bob"], id="close-brace-then-combining-mark",
-                 marks=BUG_USER_CLOSE_BRACE_COMBINING),
-    pytest.param(["\u0301bob", "bob"], id="leading-combining-mark", marks=BUG_USER_UNTAG),
-    pytest.param(["bob\u0600", "bob"], id="trailing-prepended-mark", marks=BUG_USER_UNTAG),
+    pytest.param(["}\u0301relay", "}\u0301bob", "}relay", "}bob"], id="close-brace-then-combining-mark"),
+    pytest.param(["\u0301bob", "bob"], id="leading-combining-mark"),
+    pytest.param(["bob\u0600", "bob"], id="trailing-prepended-mark"),
 ]
 
 

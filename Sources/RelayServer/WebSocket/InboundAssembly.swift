@@ -3,27 +3,15 @@ import NIOWebSocket
 import RelayCore
 
 /// A socket's inbound side: the reader that turns frames into whole messages (made at the first
-/// frame), and the frame guard ahead of NIO's decoder. Both enforce the session's limits in
-/// force (`LimitsInForce`): the small pre-authentication size until CONNECT succeeds and again
-/// after a `41`, `max-payload` while connected, when the guard is out of the pipeline.
+/// frame), held to the session's limits in force (`LimitsInForce`): the small
+/// pre-authentication size until CONNECT succeeds and again after a `41`, `max-payload` while
+/// connected. (The frame codec holds frames to the same limit at their header.)
 struct InboundAssembly {
     private var reader: WebSocketMessageReader?
-    /// The pre-authentication frame guard, while it is in the pipeline.
-    private(set) var frameGuard: FrameSizeGuard?
     /// The limits in force, for the reader made at the first frame.
     private(set) var limits: LimitsInForce
 
-    /// What the pipeline must do for new limits.
-    enum GuardChange {
-        case none
-        /// Put this guard in front of the frame decoder.
-        case add(FrameSizeGuard)
-        /// Take this guard out.
-        case remove(FrameSizeGuard)
-    }
-
-    init(frameGuard: FrameSizeGuard?, limits: LimitsInForce) {
-        self.frameGuard = frameGuard
+    init(limits: LimitsInForce) {
         self.limits = limits
     }
 
@@ -37,21 +25,9 @@ struct InboundAssembly {
         return output
     }
 
-    /// The session's limits changed: the reader takes the new message size, and the guard is
-    /// added or taken out as the limits say.
-    mutating func apply(_ limits: LimitsInForce) -> GuardChange {
+    /// The session's limits changed: the reader takes the new message size.
+    mutating func apply(_ limits: LimitsInForce) {
         self.limits = limits
         reader?.maxMessageBytes = limits.maxMessageBytes
-        switch (limits.preAuthentication, frameGuard) {
-        case (true, nil):
-            let added = FrameSizeGuard(limit: limits.maxMessageBytes)
-            frameGuard = added
-            return .add(added)
-        case (false, let present?):
-            frameGuard = nil
-            return .remove(present)
-        default:
-            return .none
-        }
     }
 }

@@ -44,6 +44,12 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
     }
 
     private let decoder: WebSocketFrameDecoder
+    /// Follows the frames the decoder takes, byte for byte, and refuses one whose header declares
+    /// more than the session's limit in force (`frameLimit`) as soon as the decoder has read the
+    /// header, before it buffers the payload: before CONNECT and after a `41`, the small
+    /// pre-authentication size. Fed in step with the decoder, so a limit lowered by a frame (a
+    /// `41`) holds for the very next one, even in the same read.
+    private var limitScanner: WebSocketFrameScanner
     /// The connection's admission, given back when the codec leaves the pipeline (the connection
     /// closed); `nil` in tests.
     private var admission: ConnectionAdmission?
@@ -61,7 +67,15 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
     /// `maxFrameSize`: the largest frame payload the decoder takes (`NIOWebSocketError.invalidFrameLength` beyond).
     init(maxFrameSize: Int, admission: ConnectionAdmission? = nil) {
         decoder = WebSocketFrameDecoder(maxFrameSize: maxFrameSize)
+        limitScanner = WebSocketFrameScanner(limit: maxFrameSize)
         self.admission = admission
+    }
+
+    /// The largest frame payload taken now (the session's `LimitsInForce`); the decoder's own
+    /// `maxFrameSize` bounds it from above.
+    var frameLimit: Int {
+        get { Int(clamping: limitScanner.limit) }
+        set { limitScanner.limit = UInt64(clamping: max(0, newValue)) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -107,7 +121,17 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
         defer { decoding = false }
         while true {
             do {
-                while buffer.readableBytes > 0, try decoder.decode(context: context, buffer: &buffer) == .continue {}
+                while buffer.readableBytes > 0 {
+                    let before = buffer
+                    let state = try decoder.decode(context: context, buffer: &buffer)
+                    // What the decoder just took, header bytes included, against the limit in
+                    // force now (a frame it handed on may have changed it).
+                    let taken = buffer.readerIndex - before.readerIndex
+                    if taken > 0, case .tooLarge = limitScanner.scan(before.readableBytesView.prefix(taken)) {
+                        throw NIOWebSocketError.invalidFrameLength
+                    }
+                    guard state == .continue, case .reading = self.state else { break }
+                }
             } catch {
                 state = .failed(error)
                 pending = nil

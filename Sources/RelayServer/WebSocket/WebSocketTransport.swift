@@ -10,7 +10,7 @@ import RelayCore
 /// permessage-deflate, size caps) and hands them to the `SocketSession`; packets the session
 /// sends are framed (compressed once per fan-out when negotiated) and written through a bounded
 /// `OutboundQueue` whenever the socket is not writable. Until CONNECT succeeds, a small
-/// pre-authentication limit applies to frames (`FrameSizeGuard`) and messages.
+/// pre-authentication limit applies to frames (at their header, in the codec) and messages.
 ///
 /// A socket that opens a session has it on its own loop (no hop). A socket that upgrades a
 /// long-polling session may live on another loop than the session: then every call between
@@ -29,6 +29,8 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     /// Where frames made once per fan-out are written from: the frame encoder's context (the
     /// socket's `WebSocketFrameCodec`, or NIO's encoder in tests). `nil` without one (tests).
     private var readyFrames: ReadyFramePath?
+    /// The socket's frame codec, told the frame limit in force (`nil` in tests without one).
+    private var codec: WebSocketFrameCodec?
     /// The channel's writability, as its last `channelWritabilityChanged` said (read per
     /// delivery: cheaper than asking the channel).
     private var writable = true
@@ -49,14 +51,13 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     var hub: Hub { relay.hub }
 
     /// - Parameter probeOf: the polling session this socket upgrades (its URL had a `sid`).
-    init(relay: RelayContext, handshake: HandshakeInfo, frameGuard: FrameSizeGuard? = nil, probeOf: PollingRegistry.Handle? = nil) {
+    init(relay: RelayContext, handshake: HandshakeInfo, probeOf: PollingRegistry.Handle? = nil) {
         self.relay = relay
         self.start = probeOf.map { .upgrade($0) } ?? .session(HandshakeBox(info: handshake))
         self.deflate = handshake.deflate
         // A new socket starts under the pre-authentication limits; a probe gets its session's
         // limits in force as soon as it is linked (`apply`).
         self.inbound = InboundAssembly(
-            frameGuard: frameGuard,
             limits: LimitsInForce(maxMessageBytes: min(relay.configuration.engine.maxConnectPayload, relay.configuration.engine.maxPayload), preAuthentication: true))
         let c = relay.configuration.connections
         self.outbound = OutboundQueue(softLimitBytes: c.outboundSoftLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
@@ -75,6 +76,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         let pipeline = context.pipeline.syncOperations
         let encoder = (try? pipeline.context(handlerType: WebSocketFrameCodec.self)) ?? (try? pipeline.context(handlerType: WebSocketFrameEncoder.self))
         self.readyFrames = encoder.map(ReadyFramePath.init)
+        self.codec = try? pipeline.handler(type: WebSocketFrameCodec.self)
         self.writable = context.channel.isWritable
         self.partition = hub.partition(for: context.eventLoop)
         switch start {
@@ -104,6 +106,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         guard !reportedClosed else { return }
         reportedClosed = true
         readyFrames = nil
+        codec = nil
         if outbound.count > 0 { hub.metrics.delivery.dropped.increment(by: Int64(outbound.count)) }
         outbound.removeAll()
         pendingPong = nil
@@ -160,21 +163,11 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         }
     }
 
-    /// The session's limits in force changed: the reader takes the new size; before CONNECT (and
-    /// after a `41`) the frame guard sits in front of the frame decoder, once connected it is out.
+    /// The session's limits in force changed: the reader takes the new message size, the frame
+    /// codec the new frame size (checked at each frame's header, before its payload is buffered).
     func apply(_ limits: LimitsInForce) {
-        guard let context else { return }
-        switch inbound.apply(limits) {
-        case .none:
-            break
-        case .remove(let frameGuard):
-            context.pipeline.syncOperations.removeHandler(frameGuard, promise: nil)
-        case .add(let frameGuard):
-            let pipeline = context.pipeline.syncOperations
-            if let codec = try? pipeline.handler(type: WebSocketFrameCodec.self) {
-                try? pipeline.addHandler(frameGuard, position: .before(codec))
-            }
-        }
+        inbound.apply(limits)
+        codec?.frameLimit = limits.maxMessageBytes
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
