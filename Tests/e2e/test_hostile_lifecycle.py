@@ -352,3 +352,58 @@ def test_connect_disconnect_storm_is_held_to_the_join_rate(start_relay):
         await alive(relay)
 
     run(main())
+
+
+def test_connect_disconnect_storm_over_polling(start_relay):
+    """The same `40{rooms: 100}` / `41` storm over long-polling, one `POST` each: the session's
+    join budget is the same whatever carries it, so a member of the first room sees presence
+    within the same bound."""
+    relay = start_relay()
+    rooms = [f"conversation:pstorm-{i}" for i in range(100)]
+
+    async def main():
+        watcher = await RawWS.open(relay)
+        await watcher.connect_ok(mint_token("pwatcher"))
+        watcher.send(event("room:join", {"room": rooms[0]}, 1))
+        while ack_of(await watcher.recv(), 1) is None:
+            pass
+        connect = "40" + json.dumps({"token": mint_token("pstormer"), "rooms": rooms})
+        cycles = 0
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 3.0
+        async with http_session() as s:
+            while loop.time() < end and cycles < 2000:
+                poller = await Poller(s, relay).open()
+                while loop.time() < end and cycles < 2000:
+                    status, _ = await poller.post(connect)
+                    if status != 200:
+                        break
+                    answered = False
+                    while not answered:
+                        status, text = await poller.get()
+                        if status != 200:
+                            break
+                        packets = text.split(SEP)
+                        answered = any(p.startswith("40") for p in packets)
+                        if "1" in packets or any(p.startswith("44") for p in packets):
+                            break
+                    if not answered:
+                        break
+                    status, _ = await poller.post("41")
+                    if status != 200:
+                        break
+                    cycles += 1
+        presence = 0
+        while True:
+            try:
+                packet = await watcher.recv(timeout=0.5)
+            except (AssertionError, asyncio.TimeoutError):
+                break
+            if packet.startswith('42["presence:'):
+                presence += 1
+        print(f"\nlifecycle polling storm: {cycles} cycles in 3 s, the watcher saw {presence} presence events")
+        assert cycles > 10, "the storm ran"
+        assert presence <= 2 * (400 + 100 * 3) + 10, f"{presence} presence events in 3 s"
+        await alive(relay)
+
+    run(main())
