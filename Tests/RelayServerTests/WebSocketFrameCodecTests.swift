@@ -243,6 +243,25 @@ final class WebSocketFrameCodecTests: XCTestCase {
         }
     }
 
+    /// Once the relay's close frame is out, what the peer still sends is dropped undecoded, and a
+    /// peer that keeps sending past a small allowance is cut off at once instead of being read
+    /// (and decoded) until the close deadline — a flood after the close cannot hold the loop.
+    func testAfterItsCloseTheRelayReadsOnlyABoundedTail() throws {
+        let (channel, recorder) = try channel()
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40000)).wait()
+        let codec = try channel.pipeline.syncOperations.handler(type: WebSocketFrameCodec.self)
+        let empty = frame([], opcode: 0x0, fin: false)
+        try write(channel, frame(Array("4".utf8), fin: false) + empty)
+        XCTAssertEqual(recorder.frames.count, 2, "decoded while reading")
+        codec.discardInput(allowance: 6_000)
+        try write(channel, Array(repeating: empty, count: 900).flatMap { $0 })  // 5 400 B: within it
+        XCTAssertEqual(recorder.frames.count, 2, "dropped undecoded after the close")
+        XCTAssertTrue(channel.isActive, "the peer may still send its close frame")
+        try write(channel, Array(repeating: empty, count: 200).flatMap { $0 })  // past it
+        XCTAssertFalse(channel.isActive, "a peer that floods after the close is cut off")
+        XCTAssertEqual(recorder.frames.count, 2)
+    }
+
     func testAnUpgradedSocketIsCountedUntilItCloses() throws {
         let harness = Harness()
         let admission = harness.relay.admission

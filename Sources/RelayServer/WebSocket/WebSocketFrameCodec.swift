@@ -38,6 +38,10 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
         case reading
         /// Invalid text: nothing more is read.
         case refused
+        /// The relay sent its close frame: what the peer still sends is dropped unread, up to
+        /// `allowance` bytes (its own close frame, what was in flight), then the connection is
+        /// closed at once. A peer that floods after the close cannot keep the loop reading.
+        case discarding(allowance: Int)
         /// The decoder threw. (Boxed: an error existential would take 40 bytes in every
         /// socket's reader.)
         indirect case failed(any Error)
@@ -85,6 +89,15 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
             break
         case .refused:
             return
+        case .discarding(let allowance):
+            let left = allowance - bytes.readableBytes
+            guard left >= 0 else {
+                state = .refused
+                context.close(promise: nil)
+                return
+            }
+            state = .discarding(allowance: left)
+            return
         case .failed(let error):
             context.fireErrorCaught(ByteToMessageDecoderError.dataReceivedInErrorState(error, bytes))
             return
@@ -100,6 +113,14 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
         guard !decoding, let input = pending else { return }
         pending = nil
         decodeFrames(input, context: context)
+    }
+
+    /// The relay closed the WebSocket (its close frame is written): from now on input is dropped
+    /// without decoding, and more than `allowance` bytes of it close the connection.
+    func discardInput(allowance: Int) {
+        guard case .reading = state else { return }
+        pending = nil
+        state = .discarding(allowance: allowance)
     }
 
     /// Adds `bytes` after the ones waiting.

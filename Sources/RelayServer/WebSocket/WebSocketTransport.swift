@@ -260,6 +260,10 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         readyFrames?.prefetch()
     }
 
+    /// What a peer may still send once the relay's close frame is out: its own close frame and
+    /// what was in flight.
+    static let discardAfterClose = 64 * 1024
+
     func flush() {
         assert(LockAudit.noneHeld(), "a lock is held across a socket flush")
         guard needsFlush else { return }
@@ -305,7 +309,9 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         data.writeString(String(reason.prefix(120)))
         let channel = context.channel
         // Keep reading (and discarding) until the peer goes: closing with unread input would
-        // send a TCP reset, and the peer would lose the close frame and its code.
+        // send a TCP reset, and the peer would lose the close frame and its code. Bounded: a
+        // peer that keeps sending is cut off (the codec drops the bytes undecoded).
+        codec?.discardInput(allowance: Self.discardAfterClose)
         try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
         // A stalled reader may never take the close frame: do not wait for it for long.
         let deadline = context.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
