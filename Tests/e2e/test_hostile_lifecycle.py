@@ -28,7 +28,7 @@ import pytest
 from helpers import ROOM, TIMEOUT, alive, frame, mint_token, run
 from test_hostile_matrix import (
     AFTER, BEFORE, MAX_CONNECT_PAYLOAD, SEP, PeakRSS, Poller, RawWS,
-    ack_of, assert_disconnects, dial, disconnects, event, http_session, warm_up,
+    ack_of, assert_disconnects, disconnects, event, http_session, warm_up,
 )
 
 MiB = 1024 * 1024
@@ -65,25 +65,27 @@ class CPU:
         assert self.spent < self.bound, f"{self.name}: the relay spent {self.spent:.2f} s of CPU (bound {self.bound} s)"
 
 
-async def open_probe(relay, sid: str) -> RawWS:
-    """A WebSocket that probes the polling session `sid` (no open packet comes on it)."""
-    wire = await dial(relay)
-    wire.write((
-        f"GET /socket.io/?EIO=4&transport=websocket&sid={sid} HTTP/1.1\r\n"
-        "Host: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode("latin-1"))
+async def presence_seen(watcher: RawWS) -> int:
+    """The presence events a watcher got, read until a quiet 0.5 s."""
+    presence = 0
+    while True:
+        try:
+            packet = await watcher.recv(timeout=0.5)
+        except (AssertionError, asyncio.TimeoutError):
+            return presence
+        if packet.startswith('42["presence:'):
+            presence += 1
 
-    def head():
-        end = wire.buf.find(b"\r\n\r\n", wire.pos)
-        if end < 0:
-            return None
-        text = bytes(wire.buf[wire.pos:end]).decode("latin-1")
-        wire.pos = end + 4
-        return text
 
-    text = await wire.read_until(head, TIMEOUT)
-    assert text is not None and text.startswith("HTTP/1.1 101"), f"probe refused: {text!r}"
-    return RawWS(wire)
+async def watching(relay, user: str, room: str) -> tuple[RawWS, str]:
+    """A logged-in socket in `room`, and the room's offset at its join."""
+    watcher = await RawWS.open(relay)
+    await watcher.connect_ok(mint_token(user))
+    watcher.send(event("room:join", {"room": room}, 1))
+    joined = None
+    while joined is None:
+        joined = ack_of(await watcher.recv(), 1)
+    return watcher, joined["offset"]
 
 
 async def logged_in_ws(relay, user: str, state: str) -> RawWS:
@@ -191,7 +193,7 @@ def test_probe_flood(start_relay, packet):
                 pollers = [await Poller(s, relay).open() for _ in range(10)]
                 codes = []
                 for poller in pollers:
-                    ws = await open_probe(relay, poller.sid)
+                    ws = await RawWS.open(relay, probe_of=poller.sid)
                     sent = 0
                     while sent < 5000 and ws.send(packet):
                         sent += 1
@@ -286,13 +288,7 @@ def test_connect_disconnect_storm_is_held_to_the_join_rate(start_relay):
     rooms = [f"conversation:storm-{i}" for i in range(100)]
 
     async def main():
-        watcher = await RawWS.open(relay)
-        await watcher.connect_ok(mint_token("watcher"))
-        watcher.send(event("room:join", {"room": rooms[0]}, 1))
-        joined = None
-        while joined is None:
-            joined = ack_of(await watcher.recv(), 1)
-        start_offset = joined["offset"]
+        watcher, start_offset = await watching(relay, "watcher", rooms[0])
         sender = await RawWS.open(relay)
         await sender.connect_ok(mint_token("sender"))
         sender.send(event("room:join", {"room": rooms[0]}, 1))
@@ -326,15 +322,7 @@ def test_connect_disconnect_storm_is_held_to_the_join_rate(start_relay):
                 stormer.abort()
         cpu.check()
 
-        # Everything the watcher got, until a quiet 0.5 s.
-        presence = 0
-        while True:
-            try:
-                packet = await watcher.recv(timeout=0.5)
-            except (AssertionError, asyncio.TimeoutError):
-                break
-            if packet.startswith('42["presence:'):
-                presence += 1
+        presence = await presence_seen(watcher)
         print(f"\nlifecycle storm: {cycles} cycles on {reconnects} sockets in 3 s, the watcher saw {presence} presence events")
         # Per socket, room:join's budget (control 20/s, burst 50, joins and leaves alike); per
         # user, across reconnects, user-joins-per-second (100/s, burst 400). The room is the
@@ -362,11 +350,7 @@ def test_connect_disconnect_storm_over_polling(start_relay):
     rooms = [f"conversation:pstorm-{i}" for i in range(100)]
 
     async def main():
-        watcher = await RawWS.open(relay)
-        await watcher.connect_ok(mint_token("pwatcher"))
-        watcher.send(event("room:join", {"room": rooms[0]}, 1))
-        while ack_of(await watcher.recv(), 1) is None:
-            pass
+        watcher, _ = await watching(relay, "pwatcher", rooms[0])
         connect = "40" + json.dumps({"token": mint_token("pstormer"), "rooms": rooms})
         cycles = 0
         loop = asyncio.get_running_loop()
@@ -393,14 +377,7 @@ def test_connect_disconnect_storm_over_polling(start_relay):
                     if status != 200:
                         break
                     cycles += 1
-        presence = 0
-        while True:
-            try:
-                packet = await watcher.recv(timeout=0.5)
-            except (AssertionError, asyncio.TimeoutError):
-                break
-            if packet.startswith('42["presence:'):
-                presence += 1
+        presence = await presence_seen(watcher)
         print(f"\nlifecycle polling storm: {cycles} cycles in 3 s, the watcher saw {presence} presence events")
         assert cycles > 10, "the storm ran"
         assert presence <= 2 * (400 + 100 * 3) + 10, f"{presence} presence events in 3 s"

@@ -278,9 +278,11 @@ class RawWS:
         self.wire = wire
 
     @classmethod
-    async def open(cls, relay, timeout: float = TIMEOUT, source: str | None = None) -> "RawWS":
+    async def open(cls, relay, timeout: float = TIMEOUT, source: str | None = None, probe_of: str | None = None) -> "RawWS":
+        """A WebSocket of its own session (its open packet read), or, with `probe_of`, the probe
+        that upgrades that polling session (no open packet comes on a probe)."""
         wire = await dial(relay, source)
-        wire.write(UPGRADE)
+        wire.write(UPGRADE if probe_of is None else UPGRADE.replace(b"transport=websocket", b"transport=websocket&sid=" + probe_of.encode()))
 
         def head():
             end = wire.buf.find(b"\r\n\r\n", wire.pos)
@@ -293,8 +295,9 @@ class RawWS:
         text = await wire.read_until(head, timeout)
         assert text is not None and text.startswith("HTTP/1.1 101"), f"upgrade refused: {text!r}"
         ws = cls(wire)
-        first = await ws.recv(timeout)
-        assert first.startswith("0{"), f"first packet is not Engine.IO open: {first!r}"
+        if probe_of is None:
+            first = await ws.recv(timeout)
+            assert first.startswith("0{"), f"first packet is not Engine.IO open: {first!r}"
         return ws
 
     def _take_frame(self):
