@@ -178,19 +178,28 @@ def test_continuations_do_not_stall_other_users(start_relay):
 # Row 2: the upgrade probe
 
 
+@pytest.mark.parametrize("state", [BEFORE, AFTER, AFTER_LEAVE])
 @pytest.mark.parametrize("packet", ["2probe", "6"])
-def test_probe_flood(start_relay, packet):
-    """A WebSocket probing an unauthenticated polling session sends `packet` 5 000 times (each
-    `2probe` answered `3probe`): the probe spends the session's packet budget like any other
-    transport, so the session is closed 1008 at the burst, its probe with it (issue #40: 30 000
-    of each were taken)."""
+def test_probe_flood(start_relay, packet, state):
+    """A WebSocket probing a polling session (before CONNECT, connected, or after `41`) sends
+    `packet` 5 000 times (each `2probe` answered `3probe`): the probe spends the session's
+    packet budget like any other transport, so the session is closed 1008 at the burst, its
+    probe with it (issue #40: 30 000 of each were taken)."""
     relay = start_relay()
+
+    async def polling_session(s, i: int) -> Poller:
+        poller = await Poller(s, relay).open()
+        if state in (AFTER, AFTER_LEAVE):
+            await poller.connect_ok(mint_token(f"prober-{i}"))
+        if state == AFTER_LEAVE:
+            assert await poller.post("41") == (200, "ok")
+        return poller
 
     async def main():
         async with http_session() as s:
-            with PeakRSS(relay, f"probe-{packet}", 16 * MiB) as mem, CPU(relay, f"probe-{packet}") as cpu:
+            with PeakRSS(relay, f"probe-{packet}-{state}", 16 * MiB) as mem, CPU(relay, f"probe-{packet}-{state}") as cpu:
                 before = await disconnects(relay)
-                pollers = [await Poller(s, relay).open() for _ in range(10)]
+                pollers = [await polling_session(s, i) for i in range(10)]
                 codes = []
                 for poller in pollers:
                     ws = await RawWS.open(relay, probe_of=poller.sid)
@@ -218,17 +227,25 @@ def test_probe_flood(start_relay, packet):
 
 def test_after_leave_websocket_is_unauthenticated_again(start_relay):
     """After `41` a socket keeps nothing of its login: a frame declaring 900 KB is refused at its
-    header (1009), as before the first CONNECT; without a new CONNECT it is closed at the CONNECT
+    header (1009), as before the first CONNECT, so 50 such sockets cannot make the relay hold
+    their frames (issue #40: +252 MB for 250); without a new CONNECT it is closed at the CONNECT
     deadline (4001); and it no longer counts against its user's connection limit."""
     relay = start_relay("--connect-timeout", "1500", "--max-connections-per-user", "3")
 
     async def main():
-        # The frame limit.
-        ws = await logged_in_ws(relay, "leaver", AFTER_LEAVE)
-        ws.wire.write(struct.pack("!BBQ", 0x81, 0x80 | 127, 900_000) + b"\x00\x00\x00\x00")
-        code, _ = await ws.wait_close()
-        assert code == 1009, code
-        ws.abort()
+        # The frame limit: 50 sockets that left declare 900 KB and send half of it.
+        with PeakRSS(relay, "after-41-frames", 16 * MiB) as mem, CPU(relay, "after-41-frames") as cpu:
+            sockets = [await logged_in_ws(relay, f"leaver-{i}", AFTER_LEAVE) for i in range(50)]
+            for ws in sockets:
+                ws.wire.write(struct.pack("!BBQ", 0x81, 0x80 | 127, 900_000) + b"\x00\x00\x00\x00" + b"a" * 450_000)
+            codes = []
+            for ws in sockets:
+                code, _ = await ws.wait_close()
+                codes.append(code)
+                ws.abort()
+        cpu.check()
+        mem.check("50 sockets after 41 declaring 900 KB frames")
+        assert codes == [1009] * len(sockets), codes
         # Out of the user's count: 10 sockets of one user, each left with 41, while 3 may be connected.
         left = [await logged_in_ws(relay, "many", AFTER_LEAVE) for _ in range(10)]
         fresh = await RawWS.open(relay)
