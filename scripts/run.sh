@@ -6,4 +6,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install-packages.sh libsqlite3-dev zlib1g-dev
+# Relay's own binary is built with cross-module optimisation of its library targets (Package.swift).
+export RELAY_CROSS_MODULE_OPTIMIZATION=1
 exec swift run -c release relay "$@"

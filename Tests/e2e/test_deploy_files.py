@@ -81,6 +81,7 @@ def test_dockerfile_is_multistage_non_root_with_healthcheck():
     assert re.search(r"^USER relay$", text, re.M), "runs as a non-root user"
     assert "HEALTHCHECK" in text and "/healthz" in text
     assert "--static-swift-stdlib" in text
+    assert re.search(r"^ENV RELAY_CROSS_MODULE_OPTIMIZATION=1$", text, re.M), "the shipped binary keeps cross-module optimisation"
 
 
 def test_sysctl_file_parses():
