@@ -52,15 +52,28 @@ final class PackageManifestTests: XCTestCase {
     }
 
     static func dumpPackage(at root: URL) throws -> [String: Any] {
+        // A scratch path of its own: `swift test` holds the lock of `.build` while this runs, and a
+        // second SwiftPM on it would wait for that lock for ever.
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("relay-dump-package-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["swift", "package", "--package-path", root.path, "dump-package"]
+        process.arguments = ["swift", "package", "--package-path", root.path, "--scratch-path", scratch.path, "dump-package"]
+        // As a package that depends on Relay sees it: without Relay's own opt-in.
+        var environment = ProcessInfo.processInfo.environment
+        environment["RELAY_CROSS_MODULE_OPTIMIZATION"] = nil
+        process.environment = environment
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
+        // Bounded: a SwiftPM that hangs fails the test instead of the run.
+        let deadline = DispatchTime.now() + .seconds(300)
+        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: deadline, execute: watchdog)
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        watchdog.cancel()
         guard process.terminationStatus == 0 else { throw DumpFailed(status: process.terminationStatus) }
         return try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])
     }

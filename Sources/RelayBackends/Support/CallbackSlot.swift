@@ -1,5 +1,3 @@
-import NIOConcurrencyHelpers
-
 /// A callback set once (before the component starts) and read on every call, behind a lock.
 ///
 /// Not a `NIOLockedValueBox<(…) -> …?>`: reading a function-typed value with the box's generic
@@ -14,7 +12,8 @@ package final class CallbackSlot<Function: Sendable>: Sendable {
         var function: Function?
     }
 
-    private let box = NIOLockedValueBox(Slot())
+    /// Audited like every shared lock: a socket write under it would be caught in debug builds.
+    private let box = AuditedLock(Slot())
 
     package init() {}
 

@@ -1,17 +1,17 @@
-import NIOConcurrencyHelpers
 import NIOCore
+import RelayBackends
 
 /// A few deflaters shared by all loops: a fanned-out message is compressed once, by whichever
 /// thread publishes it, and the same compressed bytes go to every deflate recipient.
-/// (`@unchecked Sendable`: `free` is only touched inside `lock`; a deflater taken out of it is
-/// used by one thread until it is put back.)
+/// The free list is behind an `AuditedLock`, held only to take or give back a deflater, never
+/// while compressing. (`@unchecked Sendable`: a deflater taken out of the list is used by one
+/// thread until it is put back; the list itself only inside its lock.)
 final class DeflaterPool: @unchecked Sendable {
-    private let lock = NIOLock()
-    private var free: [MessageDeflater] = []
+    private let free = AuditedLock<[MessageDeflater]>([])
 
     func compress(_ input: ByteBuffer, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
-        let deflater = lock.withLock { free.popLast() } ?? MessageDeflater()
-        defer { lock.withLock { free.append(deflater) } }
+        let deflater = free.withLockedValue { $0.popLast() } ?? MessageDeflater()
+        defer { free.withLockedValue { $0.append(deflater) } }
         return deflater.compress(input, allocator: allocator)
     }
 }

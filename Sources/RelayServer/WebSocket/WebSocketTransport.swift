@@ -187,6 +187,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     func send(_ message: OutboundMessage) {
         guard !closing else { return }
+        assert(LockAudit.noneHeld(), "a lock is held across a socket write")
         if writable && outbound.isEmpty {
             // The fan-out's path, before the transport's own context is even read: in a room of
             // thousands every object a delivery touches is a cache miss.
