@@ -165,7 +165,9 @@ private struct AttachmentHarness {
             guard isConnectRefusal(answer) else { fail("refused login gave \(answer)") }
             closes += 1
         } else {
-            guard answer.count == 1, case .send(let out) = answer[0], out.starts(with: "40".utf8), session.user == user else {
+            guard answer.count == 2, answer[0] == .limits(session.limits), !session.limits.preAuthentication,
+                case .send(let out) = answer[1], out.starts(with: "40".utf8), session.user == user
+            else {
                 fail("login gave \(answer)")
             }
         }
@@ -202,6 +204,8 @@ private struct AttachmentHarness {
                 checkBinaryHandle(event, ackID: ackID, carried: carried, header: header, attachments: attachments, message: message)
             case .authenticate, .received, .rateLimited, .leave:
                 break
+            case .limits(let limits):
+                guard limits == session.limits else { fail("limits \(limits) announced, \(session.limits) in force") }
             case .sendProbe, .releasePoll, .upgraded, .abortProbe:
                 fail("probe action without a probe: \(actions)")
             case .sendBinary:

@@ -201,6 +201,8 @@ private struct PollingHarness {
                 guard session.user == who, who == user else { fail("handle without the connected user: \(actions)") }
             case .received, .rateLimited:
                 break
+            case .limits(let limits):
+                guard limits == session.limits else { fail("limits \(limits) announced, \(session.limits) in force") }
             case .sendProbe, .releasePoll, .upgraded, .abortProbe:
                 fail("probe action without a probe: \(actions)")
             case .sendBinary:
@@ -240,7 +242,10 @@ private struct PollingHarness {
             guard closes == 1 else { fail("a second close: \(actions)") }
             return out.count
         }
-        guard actions.count == 1, case .send(let out) = actions[0], out.starts(with: "40".utf8), session.user == user else {
+        // The limits of the connected state first (to every transport), then the answer.
+        guard actions.count == 2, actions[0] == .limits(session.limits), !session.limits.preAuthentication,
+            case .send(let out) = actions[1], out.starts(with: "40".utf8), session.user == user
+        else {
             fail("login gave \(actions), phase \(session.phase)")
         }
         return out.count
