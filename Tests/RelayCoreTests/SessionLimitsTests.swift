@@ -87,9 +87,9 @@ final class SessionLimitsTests: XCTestCase {
 
     func testWebSocketControlFramesSpendTheBudget() {
         var s = makeSession(.websocket)
-        for _ in 0..<20 { XCTAssertEqual(s.receiveControlFrame(size: 10, now: 0), []) }
-        XCTAssertEqual(s.receiveControlFrame(size: 10, now: 0), [.close(code: CloseCode.policyViolation, reason: "too many packets")])
-        XCTAssertEqual(s.receiveControlFrame(size: 10, now: 0), [])
+        for _ in 0..<20 { XCTAssertEqual(s.receiveFrame(size: 10, now: 0), []) }
+        XCTAssertEqual(s.receiveFrame(size: 10, now: 0), [.close(code: CloseCode.policyViolation, reason: "too many packets")])
+        XCTAssertEqual(s.receiveFrame(size: 10, now: 0), [])
     }
 
     func testPingDataIsBounded() {

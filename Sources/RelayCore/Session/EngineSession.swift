@@ -387,11 +387,6 @@ public struct EngineSession: Sendable {
         return []
     }
 
-    /// The same as `receiveFrame(size:now:)`.
-    public mutating func receiveControlFrame(size: Int, now: Int64) -> [Action] {
-        receiveFrame(size: size, now: now)
-    }
-
     /// A WebSocket opened for this session's `sid` while it runs on polling.
     public mutating func probeOpened(now: Int64) -> [Action] {
         guard !lifecycle.isClosed, case .polling = upgrade else { return [.abortProbe(reason: "no upgrade possible")] }
