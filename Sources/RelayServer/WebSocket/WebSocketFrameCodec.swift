@@ -39,9 +39,13 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
         /// Invalid text: nothing more is read.
         case refused
         /// The relay sent its close frame: what the peer still sends is dropped unread, up to
-        /// `allowance` bytes (its own close frame, what was in flight), then the connection is
-        /// closed at once. A peer that floods after the close cannot keep the loop reading.
+        /// `allowance` bytes (its own close frame, what was in flight); past it the relay stops
+        /// reading until the close deadline. A peer that floods after the close cannot keep the
+        /// loop reading, and is not reset either: a reset would make its kernel drop the close
+        /// frame (and its code) still waiting in its receive buffer.
         case discarding(allowance: Int)
+        /// Past the allowance after the close: nothing more is read.
+        case held
         /// The decoder threw. (Boxed: an error existential would take 40 bytes in every
         /// socket's reader.)
         indirect case failed(any Error)
@@ -87,13 +91,13 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
         switch state {
         case .reading:
             break
-        case .refused:
+        case .refused, .held:
             return
         case .discarding(let allowance):
             let left = allowance - bytes.readableBytes
             guard left >= 0 else {
-                state = .refused
-                context.close(promise: nil)
+                state = .held
+                try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
                 return
             }
             state = .discarding(allowance: left)
@@ -116,11 +120,18 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
     }
 
     /// The relay closed the WebSocket (its close frame is written): from now on input is dropped
-    /// without decoding, and more than `allowance` bytes of it close the connection.
+    /// without decoding, and past `allowance` bytes of it nothing more is read (the transport's
+    /// close deadline ends the connection).
     func discardInput(allowance: Int) {
         guard case .reading = state else { return }
         pending = nil
         state = .discarding(allowance: allowance)
+    }
+
+    /// Past the allowance after the close: the peer's bytes wait in its kernel's buffers.
+    var holdsInput: Bool {
+        if case .held = state { return true }
+        return false
     }
 
     /// Adds `bytes` after the ones waiting.
