@@ -152,7 +152,7 @@ let package = Package(
         ),
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayTestSupport"]),
         // Test helpers shared by test targets (a real redis-server, started and stopped by pid).
-        .target(name: "RelayTestSupport", dependencies: [.product(name: "NIOPosix", package: "swift-nio")], path: "Tests/RelayTestSupport"),
+        .target(name: "RelayTestSupport", dependencies: ["RelayCore", .product(name: "NIOPosix", package: "swift-nio")], path: "Tests/RelayTestSupport"),
         .testTarget(
             name: "RelayRedisTests",
             dependencies: [

@@ -69,14 +69,14 @@ private struct AttachmentHarness {
         refuseLogin = flags & 0x04 != 0
         maxAttachments = Int(flags >> 4)
         maxEventBytes = 32 << Int(input[1] & 0x07)
-        var c = SessionConfiguration()
+        var c = SessionConfiguration.fuzzing
         c.maxEventBytes = maxEventBytes
         c.maxPayload = [1_000_000, 64, 256, 1024][Int(input[1] >> 3) & 3]
         c.maxAttachments = maxAttachments
-        c.eventsPerSecond = .init(perSecond: 0, burst: 1e9)
-        c.errorReplies = .init(perSecond: 0, burst: 1e9)
-        c.inbound.packets = .init(perSecond: 0, burst: 1e9)
-        c.inbound.eventBytes = .init(perSecond: 0, burst: 1e12)
+        c.budgets.events = .init(perSecond: 0, burst: 1e9)
+        c.budgets.errorReplies = .init(perSecond: 0, burst: 1e9)
+        c.budgets.inbound.packets = .init(perSecond: 0, burst: 1e9)
+        c.budgets.inbound.eventBytes = .init(perSecond: 0, burst: 1e12)
         session = EngineSession(configuration: c, transport: transport, engineSID: "E", socketSID: "S", now: 0)
     }
 

@@ -86,10 +86,10 @@ private struct PollingHarness {
         maxPingBytes = flags & 0x80 == 0 ? 64 : 6
         step = Int64(input[1] & 0x0F)
         gap = Int64(input[1] >> 4) * 64
-        var c = SessionConfiguration()
+        var c = SessionConfiguration.fuzzing
         c.maxEventBytes = 1024
-        c.inbound.packets = .init(perSecond: Double(rate), burst: Double(burst))
-        c.inbound.maxPingBytes = maxPingBytes
+        c.budgets.inbound.packets = .init(perSecond: Double(rate), burst: Double(burst))
+        c.budgets.inbound.maxPingBytes = maxPingBytes
         session = EngineSession(configuration: c, transport: .polling, engineSID: "E", socketSID: "S", now: 0)
         tokens = burst * 1000
     }

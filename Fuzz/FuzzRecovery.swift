@@ -35,7 +35,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 private func runPrograms(_ bytes: [UInt8]) {
     let streams: [StreamKey] = [.room("a"), .room("b"), .user("u")]
     var log = RecoveryLog(maxRuns: 4)
-    var store = HistoryStore<Int>(limits: HistoryLimits(maxEvents: 5, maxAgeMs: 50, maxBytes: 200))
+    var store = HistoryStore<Int>(limits: HistoryLimits(maxEvents: 5, maxAgeMs: 50, maxBytes: 200, maxStreamBytes: 2 << 20))
     var recorded: [StreamKey: [StreamOffset]] = [:]
     var wall: Int64 = 0
     var i = 0

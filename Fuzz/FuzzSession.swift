@@ -29,14 +29,14 @@
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard let first = bytes.first else { return 0 }
-    var c = SessionConfiguration()
-    c.pingIntervalMs = 500
-    c.pingTimeoutMs = 300
+    var c = SessionConfiguration.fuzzing
+    c.heartbeat.intervalMs = 500
+    c.heartbeat.timeoutMs = 300
     c.connectTimeoutMs = 700
     c.upgradeTimeoutMs = 400
     c.maxEventBytes = 512
-    c.errorReplies = .init(perSecond: 2, burst: 4)
-    c.eventsPerSecond = .init(perSecond: 20, burst: 10)
+    c.budgets.errorReplies = .init(perSecond: 2, burst: 4)
+    c.budgets.events = .init(perSecond: 20, burst: 10)
     let transport: EngineSession.Transport = first & 1 == 0 ? .polling : .websocket
     var session = EngineSession(configuration: c, transport: transport, engineSID: "E", socketSID: "S", fallbackToken: "q", now: 0)
     let user = AuthenticatedUser(userID: "u", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max)

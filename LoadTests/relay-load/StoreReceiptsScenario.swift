@@ -33,8 +33,7 @@ struct StoreReceiptsScenario: AsyncParsableCommand {
     func measure(batch: Int) async throws -> (Double, Histogram<UInt64>) {
         let path = (dir as NSString).appendingPathComponent("relay-store-bench-\(UUID().uuidString).sqlite")
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        var options = SQLiteReceiptStore.Options()
-        options.maxBatch = batch
+        let options = SQLiteReceiptStore.Options(maxBatch: batch, retentionDays: nil, replicate: false)
         let store = try SQLiteReceiptStore(path: path, options: options)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let histograms = NIOLockedValueBox<Histogram<UInt64>>(Histogram(highestTrackableValue: 60_000_000))

@@ -15,11 +15,16 @@ import RelayRedis
 /// `stop`: that is what makes the `@unchecked Sendable` safe.
 public final class ClusterBus: @unchecked Sendable {
     public struct Options: Sendable {
-        /// How often this node refreshes its heartbeat and looks for dead nodes.
-        public var heartbeatMs: Int64 = 2_000
-        /// A node whose last heartbeat is older than this is dead (its presence is removed).
-        public var nodeTTLMs: Int64 = 6_000
-        public init() {}
+        /// How often this node refreshes its heartbeat and looks for dead nodes
+        /// (`cluster-heartbeat-ms`).
+        public var heartbeatMs: Int64
+        /// A node whose last heartbeat is older than this is dead (its presence is removed):
+        /// three heartbeats.
+        public var nodeTTLMs: Int64 { heartbeatMs * 3 }
+
+        public init(heartbeatMs: Int64) {
+            self.heartbeatMs = heartbeatMs
+        }
     }
 
     public let nodeID: String
@@ -66,7 +71,7 @@ public final class ClusterBus: @unchecked Sendable {
     package static func userChannel(_ user: String) -> String { "relay:user:" + tag(user) }
     package static let nodesKey = "relay:nodes"
 
-    public init(nodeID: String, redis: RedisClient, options: Options = Options(), metrics: ClusterMetrics, logger: Logger) {
+    public init(nodeID: String, redis: RedisClient, options: Options, metrics: ClusterMetrics, logger: Logger) {
         self.nodeID = nodeID
         self.redis = redis
         self.options = options

@@ -31,9 +31,7 @@ public final class RelayServer: Sendable {
         var cluster: ClusterBus?
         let nodeID = configuration.cluster.nodeID ?? "node-" + TokenIssuer.randomSecret(bytes: 4)
         if let url = configuration.cluster.redisURL, let endpoint = RedisEndpoint(url: url) {
-            var options = ClusterBus.Options()
-            options.heartbeatMs = configuration.cluster.heartbeatMs
-            options.nodeTTLMs = configuration.cluster.heartbeatMs * 3
+            let options = ClusterBus.Options(heartbeatMs: configuration.cluster.heartbeatMs)
             var logger = logger
             logger[metadataKey: "node"] = "\(nodeID)"
             cluster = ClusterBus(nodeID: nodeID, redis: RedisClient(endpoint: endpoint, eventLoop: loops[0], logger: logger), options: options, metrics: metrics.cluster, logger: logger)
@@ -43,10 +41,8 @@ public final class RelayServer: Sendable {
         let backends = NodeBackends.make(configuration: configuration, clock: clock, cluster: cluster, webhooks: webhooks)
         let hub = Hub(eventLoops: loops, configuration: configuration, backends: backends, clock: clock, metrics: metrics)
         let verifier = try await TokenVerifier(algorithm: configuration.auth.jwt, leewaySeconds: configuration.auth.jwtLeewaySeconds)
-        var options = SQLiteReceiptStore.Options()
-        options.retentionDays = configuration.receipts.retentionDays
-        options.maxBatch = configuration.receipts.maxBatch
-        options.replicate = cluster != nil
+        var options = SQLiteReceiptStore.Options(
+            maxBatch: configuration.receipts.maxBatch, retentionDays: configuration.receipts.retentionDays, replicate: cluster != nil)
         options.onCommit = { batch, new, nanoseconds in
             metrics.receipts.commit.recordNanoseconds(nanoseconds)
             metrics.receipts.batch.record(batch)

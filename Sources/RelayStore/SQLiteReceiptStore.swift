@@ -9,8 +9,8 @@ import RelayCore
 /// event loops doing group commit, reads on a small thread pool.
 public final class SQLiteReceiptStore: ReceiptStore, Sendable {
     public struct Options: Sendable {
-        /// Most receipts in one transaction.
-        public var maxBatch = 1024
+        /// Most receipts in one transaction (the relay's `ReceiptSettings.maxBatch`).
+        public var maxBatch: Int
         /// How long the writer waits for more receipts before committing a small batch, ms.
         /// 0 commits at once; batches still form while a commit is in flight.
         public var maxBatchWaitMs = 0
@@ -19,7 +19,7 @@ public final class SQLiteReceiptStore: ReceiptStore, Sendable {
         /// How often retention runs, seconds.
         public var pruneIntervalSeconds = 3600
         /// Cluster mode: mark new receipts for replication through the Redis stream.
-        public var replicate = false
+        public var replicate: Bool
         /// WAL frames (pages) past which the checkpointer makes the log start over (see
         /// `WALCheckpointer`): about 64 MiB with 4 KiB pages.
         public var walRestartFrames = 16_384
@@ -27,7 +27,12 @@ public final class SQLiteReceiptStore: ReceiptStore, Sendable {
         public var walCheckpointIntervalSeconds = 0.5
         /// Called after each committed batch with its size, new receipts and commit time (ns).
         public var onCommit: (@Sendable (_ batch: Int, _ new: Int, _ nanoseconds: Int64) -> Void)?
-        public init() {}
+        /// The rest are the store's own tuning, no setting of the relay's.
+        public init(maxBatch: Int, retentionDays: Int?, replicate: Bool) {
+            self.maxBatch = maxBatch
+            self.retentionDays = retentionDays
+            self.replicate = replicate
+        }
     }
 
     private let pool: DatabasePool
@@ -37,7 +42,7 @@ public final class SQLiteReceiptStore: ReceiptStore, Sendable {
     public let path: String
 
     /// Opens (creating if needed) the database at `path` and migrates it.
-    public init(path: String, options: Options = Options(), wallClockMs: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }, logger: Logger = Logger(label: "relay.receipts")) throws {
+    public init(path: String, options: Options, wallClockMs: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }, logger: Logger = Logger(label: "relay.receipts")) throws {
         var config = Configuration()
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")

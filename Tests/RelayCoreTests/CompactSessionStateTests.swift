@@ -1,3 +1,4 @@
+import RelayTestSupport
 import XCTest
 
 @testable import RelayCore
@@ -79,7 +80,7 @@ final class CompactSessionStateTests: XCTestCase {
     func testARepeatedConnectIsAnsweredWithTheSameBytes() {
         let alice = AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["*"]), expiresAt: .max)
         for answer in [ConnectAnswer(user: alice), ConnectAnswer(user: alice, pid: "P"), ConnectAnswer(user: alice, rooms: [("a", "1-0")])] {
-            var s = EngineSession(configuration: SessionConfiguration(), transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
+            var s = EngineSession(configuration: SessionConfiguration.testing, transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
             _ = s.start(now: 0)
             _ = s.receive(ArraySlice("40{\"token\":\"t\"}".utf8), from: .websocket, now: 1, wallMs: 1)
             let first = s.connectFinished(.success(answer), now: 2).filter { if case .send = $0 { return true } else { return false } }

@@ -1,3 +1,4 @@
+import RelayTestSupport
 import XCTest
 @testable import RelayCore
 
@@ -23,7 +24,7 @@ final class ConnectionDirectoryTests: XCTestCase {
     }
 
     func testDefaults() {
-        let dir = ConnectionDirectory()
+        let dir = ConnectionDirectory(maxConnectionsPerUser: 20)
         XCTAssertEqual(dir.maxConnectionsPerUser, 20)
         XCTAssertEqual(dir.count, 0)
         XCTAssertEqual(dir.userCount, 0)
@@ -33,7 +34,7 @@ final class ConnectionDirectoryTests: XCTestCase {
     }
 
     func testRegisterAndLookup() {
-        var dir = ConnectionDirectory()
+        var dir = ConnectionDirectory(maxConnectionsPerUser: 20)
         register(&dir, 3, "alice", 1)
         register(&dir, 1, "alice", 0)
         register(&dir, 2, "bob", 1)
@@ -47,7 +48,7 @@ final class ConnectionDirectoryTests: XCTestCase {
     }
 
     func testPartitionsAreUniqueAndAscending() {
-        var dir = ConnectionDirectory()
+        var dir = ConnectionDirectory(maxConnectionsPerUser: 20)
         register(&dir, 1, "alice", 3)
         register(&dir, 2, "alice", 1)
         register(&dir, 3, "alice", 3)
@@ -62,7 +63,7 @@ final class ConnectionDirectoryTests: XCTestCase {
     }
 
     func testUnregister() {
-        var dir = ConnectionDirectory()
+        var dir = ConnectionDirectory(maxConnectionsPerUser: 20)
         register(&dir, 1, "alice")
         register(&dir, 2, "alice")
         XCTAssertFalse(dir.unregister(c(1), user: "bob"), "not bob's")

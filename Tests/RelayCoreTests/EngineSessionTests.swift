@@ -1,3 +1,4 @@
+import RelayTestSupport
 import XCTest
 @testable import RelayCore
 
@@ -8,9 +9,9 @@ final class EngineSessionTests: XCTestCase {
     let alice = AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max)
 
     func makeSession(_ transport: EngineSession.Transport = .websocket, configure: (inout SessionConfiguration) -> Void = { _ in }) -> EngineSession {
-        var c = SessionConfiguration()
-        c.pingIntervalMs = 1000
-        c.pingTimeoutMs = 500
+        var c = SessionConfiguration.testing
+        c.heartbeat.intervalMs = 1000
+        c.heartbeat.timeoutMs = 500
         c.connectTimeoutMs = 300
         c.upgradeTimeoutMs = 200
         configure(&c)
@@ -133,8 +134,8 @@ final class EngineSessionTests: XCTestCase {
 
     func testRateLimitAndErrorBudget() {
         var s = connected {
-            $0.eventsPerSecond = .init(perSecond: 1, burst: 2)
-            $0.errorReplies = .init(perSecond: 1, burst: 2)
+            $0.budgets.events = .init(perSecond: 1, burst: 2)
+            $0.budgets.errorReplies = .init(perSecond: 1, burst: 2)
         }
         _ = receive(&s, "42[\"presence:list\",{\"room\":\"conversation:1\"}]")
         _ = receive(&s, "42[\"presence:list\",{\"room\":\"conversation:1\"}]")
@@ -243,7 +244,7 @@ final class EngineSessionTests: XCTestCase {
 
 final class EngineSessionConnectRequestTests: XCTestCase {
     func testConnectCarriesTheRecoveryRequestAndAnswersWithPidAndRooms() {
-        var s = EngineSession(configuration: SessionConfiguration(), transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
+        var s = EngineSession(configuration: SessionConfiguration.testing, transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
         _ = s.start(now: 0)
         let actions = s.receive(ArraySlice("40{\"token\":\"t\",\"pid\":\"P\",\"offset\":\"1-0:0000000a\",\"rooms\":[\"a\"]}".utf8), from: .websocket, now: 1, wallMs: 1)
         XCTAssertEqual(actions, [.authenticate(ConnectRequest(token: "t", wantsRecovery: true, pid: "P", offset: WireOffset("1-0:0000000a"), rooms: ["a"]))])
@@ -259,7 +260,7 @@ final class EngineSessionConnectRequestTests: XCTestCase {
     }
 
     func testMalformedRoomsRefuseTheConnect() {
-        var s = EngineSession(configuration: SessionConfiguration(), transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
+        var s = EngineSession(configuration: SessionConfiguration.testing, transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
         _ = s.start(now: 0)
         let actions = s.receive(ArraySlice("40{\"token\":\"t\",\"rooms\":\"a\"}".utf8), from: .websocket, now: 1, wallMs: 1)
         XCTAssertEqual(actions.count, 2)

@@ -1,3 +1,4 @@
+import RelayTestSupport
 import XCTest
 @testable import RelayCore
 
@@ -74,7 +75,7 @@ final class StreamHistoryTests: XCTestCase {
 
 final class HistoryStoreTests: XCTestCase {
     func testKeepsTheLastEventsOfEachStream() throws {
-        var store = HistoryStore<Int>(limits: HistoryLimits(maxEvents: 3, maxAgeMs: 10_000, maxBytes: 1 << 20))
+        var store = HistoryStore<Int>(limits: HistoryLimits.testing(maxEvents: 3, maxAgeMs: 10_000, maxBytes: 1 << 20))
         let room = StreamKey.room("r")
         var offsets: [StreamOffset] = []
         for i in 0..<5 { offsets.append(store.append(i, bytes: 10, to: room, wallMs: 100 + Int64(i))) }
@@ -87,7 +88,7 @@ final class HistoryStoreTests: XCTestCase {
     }
 
     func testAgeLimitAndIdleStreamsAreForgotten() {
-        var store = HistoryStore<Int>(limits: HistoryLimits(maxEvents: 100, maxAgeMs: 1_000, maxBytes: 1 << 20))
+        var store = HistoryStore<Int>(limits: HistoryLimits.testing(maxEvents: 100, maxAgeMs: 1_000, maxBytes: 1 << 20))
         let room = StreamKey.room("r")
         let old = store.append(1, bytes: 10, to: room, wallMs: 1_000)
         _ = store.append(2, bytes: 10, to: .room("busy"), wallMs: 2_500)
@@ -99,7 +100,7 @@ final class HistoryStoreTests: XCTestCase {
     }
 
     func testByteBudgetDropsTheOldestEventsOfAnyStream() throws {
-        var store = HistoryStore<Int>(limits: HistoryLimits(maxEvents: 100, maxAgeMs: 60_000, maxBytes: 100))
+        var store = HistoryStore<Int>(limits: HistoryLimits.testing(maxEvents: 100, maxAgeMs: 60_000, maxBytes: 100))
         let a = StreamKey.room("a"), b = StreamKey.room("b")
         let a0 = store.append(0, bytes: 40, to: a, wallMs: 1)
         _ = store.append(1, bytes: 40, to: b, wallMs: 2)
@@ -111,7 +112,7 @@ final class HistoryStoreTests: XCTestCase {
     }
 
     func testEachStreamIsBoundedInBytesAndKeepsItsNewestEvent() throws {
-        var store = HistoryStore<Int>(limits: HistoryLimits(maxEvents: 100, maxAgeMs: 60_000, maxBytes: 1 << 20, maxStreamBytes: 100))
+        var store = HistoryStore<Int>(limits: HistoryLimits.testing(maxEvents: 100, maxAgeMs: 60_000, maxBytes: 1 << 20, maxStreamBytes: 100))
         let busy = StreamKey.room("busy"), quiet = StreamKey.room("quiet")
         _ = store.append(0, bytes: 10, to: quiet, wallMs: 1)
         for i in 0..<50 { _ = store.append(i, bytes: 30, to: busy, wallMs: 2) }
@@ -126,7 +127,7 @@ final class HistoryStoreTests: XCTestCase {
     /// Random appends over a few streams under all three limits: the store's totals always
     /// equal what its streams hold, and each stream holds its newest events, in order.
     func testTotalsMatchWhatTheStreamsHoldUnderRandomAppends() {
-        let limits = HistoryLimits(maxEvents: 5, maxAgeMs: 400, maxBytes: 600)
+        let limits = HistoryLimits.testing(maxEvents: 5, maxAgeMs: 400, maxBytes: 600)
         var store = HistoryStore<Int>(limits: limits)
         var state: UInt64 = 0x2545_F491_4F6C_DD1D
         func next(_ bound: UInt64) -> Int {
@@ -163,7 +164,7 @@ final class HistoryStoreTests: XCTestCase {
     }
 
     func testStaysBoundedUnderALongFlood() {
-        var store = HistoryStore<Int>(limits: HistoryLimits(maxEvents: 10, maxAgeMs: 1_000_000, maxBytes: 1 << 30))
+        var store = HistoryStore<Int>(limits: HistoryLimits.testing(maxEvents: 10, maxAgeMs: 1_000_000, maxBytes: 1 << 30))
         for i in 0..<200_000 {
             _ = store.append(i, bytes: 8, to: .room("r\(i % 7)"), wallMs: Int64(i))
         }
@@ -341,7 +342,7 @@ final class RevocationListTests: XCTestCase {
 
 final class TokenExpiryTests: XCTestCase {
     func testDeadlinesNeverOverflow() {
-        var s = EngineSession(configuration: SessionConfiguration(), transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
+        var s = EngineSession(configuration: SessionConfiguration.testing, transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
         _ = s.start(now: 0)
         _ = s.receive(ArraySlice("40{\"token\":\"t\"}".utf8), from: .websocket, now: 1, wallMs: 1)
         let forever = AuthenticatedUser(userID: "a", rooms: RoomAuthorization(patterns: []), expiresAt: .max)

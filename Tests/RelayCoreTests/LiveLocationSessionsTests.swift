@@ -1,3 +1,4 @@
+import RelayTestSupport
 import XCTest
 @testable import RelayCore
 
@@ -33,14 +34,14 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testUpdateRefusedWithoutAShare() {
-        let s = LiveLocationSessions()
+        let s = LiveLocationSessions(maxSharesPerConnection: 16)
         assertUpdateRefused(s, "r", "alice", now: 0)
         XCTAssertEqual(s.count, 0)
         XCTAssertNil(s.nextDeadline)
     }
 
     func testShareAllowsUpdatesUntilItsEnd() {
-        var s = LiveLocationSessions()
+        var s = LiveLocationSessions(maxSharesPerConnection: 16)
         XCTAssertEqual(start(&s, "r", "alice", c1, seconds: 60, now: 1_000), 61_000)
         XCTAssertEqual(s.count, 1)
         XCTAssertEqual(s.nextDeadline, 61_000)
@@ -54,7 +55,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testRestartExtends() {
-        var s = LiveLocationSessions()
+        var s = LiveLocationSessions(maxSharesPerConnection: 16)
         _ = start(&s, "r", "alice", c1, seconds: 10, now: 0)
         XCTAssertEqual(start(&s, "r", "alice", c1, seconds: 30, now: 5_000), 35_000)
         XCTAssertEqual(s.count, 1)
@@ -63,7 +64,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testStop() {
-        var s = LiveLocationSessions()
+        var s = LiveLocationSessions(maxSharesPerConnection: 16)
         _ = start(&s, "r", "alice", c1, seconds: 60, now: 0)
         XCTAssertTrue(s.stop(room: "r", user: "alice"))
         assertUpdateRefused(s, "r", "alice", now: 1)
@@ -74,7 +75,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testExpire() {
-        var s = LiveLocationSessions()
+        var s = LiveLocationSessions(maxSharesPerConnection: 16)
         _ = start(&s, "r2", "bob", c2, seconds: 10, now: 0)
         _ = start(&s, "r1", "alice", c1, seconds: 10, now: 0)
         _ = start(&s, "r1", "carol", c1, seconds: 20, now: 0)
@@ -91,7 +92,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testConnectionClosedEndsItsShares() {
-        var s = LiveLocationSessions()
+        var s = LiveLocationSessions(maxSharesPerConnection: 16)
         _ = start(&s, "r2", "alice", c1, seconds: 60, now: 0)
         _ = start(&s, "r1", "alice", c1, seconds: 60, now: 0)
         _ = start(&s, "r1", "bob", c2, seconds: 60, now: 0)
@@ -104,7 +105,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testShareMovesToTheConnectionThatRestartedIt() {
-        var s = LiveLocationSessions()
+        var s = LiveLocationSessions(maxSharesPerConnection: 16)
         _ = start(&s, "r", "alice", c1, seconds: 60, now: 0)
         _ = start(&s, "r", "alice", c2, seconds: 60, now: 0)
         XCTAssertEqual(s.connectionClosed(c1), [])
@@ -113,7 +114,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testConnectionLeftEndsOneRoom() {
-        var s = LiveLocationSessions()
+        var s = LiveLocationSessions(maxSharesPerConnection: 16)
         _ = start(&s, "r1", "alice", c1, seconds: 60, now: 0)
         _ = start(&s, "r2", "alice", c1, seconds: 60, now: 0)
         XCTAssertEqual(s.connectionLeft(c2, room: "r1"), [])
@@ -140,7 +141,7 @@ final class LiveLocationSessionsTests: XCTestCase {
         // Stopping frees a slot.
         s.stop(room: "r2", user: "alice")
         XCTAssertNotNil(start(&s, "r3", "alice", c1, seconds: 60, now: 0))
-        XCTAssertEqual(LiveLocationSessions().maxSharesPerConnection, 16)
+        XCTAssertEqual(LiveLocationSessions(maxSharesPerConnection: 16).maxSharesPerConnection, 16)
     }
 
     func testKeyOrdering() {
@@ -150,7 +151,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testMaxDurationFromValidator() throws {
-        var s = LiveLocationSessions()
+        var s = LiveLocationSessions(maxSharesPerConnection: 16)
         let (_, duration) = try EventValidator.shareLive(["room": "r", "durationSec": .int(EventValidator.maxLiveShareSeconds)])
         XCTAssertEqual(start(&s, "r", "alice", c1, seconds: duration, now: 0), 8 * 3600 * 1000)
     }

@@ -1,3 +1,4 @@
+import RelayTestSupport
 import XCTest
 @testable import RelayCore
 
@@ -12,9 +13,9 @@ final class SessionLifecycleTests: XCTestCase {
     let loggedIn = LimitsInForce(maxMessageBytes: 1_000_000, preAuthentication: false)
 
     func makeSession(_ transport: EngineSession.Transport = .websocket, configure: (inout SessionConfiguration) -> Void = { _ in }) -> EngineSession {
-        var c = SessionConfiguration()
-        c.pingIntervalMs = 25_000
-        c.pingTimeoutMs = 20_000
+        var c = SessionConfiguration.testing
+        c.heartbeat.intervalMs = 25_000
+        c.heartbeat.timeoutMs = 20_000
         c.connectTimeoutMs = 10_000
         c.upgradeTimeoutMs = 1_000
         c.maxPayload = 1_000_000
@@ -101,7 +102,7 @@ final class SessionLifecycleTests: XCTestCase {
 
     func testFramesThatCompleteNoMessageSpendThePacketBudget() {
         for authenticated in [false, true] {
-            var s = makeSession { $0.inbound.packets = .init(perSecond: 10, burst: 20) }
+            var s = makeSession { $0.budgets.inbound.packets = .init(perSecond: 10, burst: 20) }
             if authenticated { _ = connect(&s) }
             var closedAt: Int?
             for i in 0..<100 where closedAt == nil {
@@ -112,7 +113,7 @@ final class SessionLifecycleTests: XCTestCase {
     }
 
     func testFrameBytesSpendTheByteBudget() {
-        var s = makeSession { $0.inbound.bytes = .init(perSecond: 1000, burst: 4000) }
+        var s = makeSession { $0.budgets.inbound.bytes = .init(perSecond: 1000, burst: 4000) }
         XCTAssertEqual(s.receiveFrame(size: 3000, now: 0), [])
         XCTAssertEqual(closes(s.receiveFrame(size: 1001, now: 0)), CloseCode.policyViolation)
     }
@@ -121,7 +122,7 @@ final class SessionLifecycleTests: XCTestCase {
 
     func testProbeFloodSpendsTheSessionsBudget() {
         for packet in ["2probe", "6"] {
-            var s = makeSession(.polling) { $0.inbound.packets = .init(perSecond: 10, burst: 20) }
+            var s = makeSession(.polling) { $0.budgets.inbound.packets = .init(perSecond: 10, burst: 20) }
             XCTAssertEqual(s.probeOpened(now: 0), [])
             XCTAssertEqual(s.upgrade, .probing(deadline: 1_000))
             var closed: UInt16?
@@ -154,7 +155,7 @@ final class SessionLifecycleTests: XCTestCase {
 
     func testRoomsInConnectSpendTheJoinBudget() {
         var s = makeSession {
-            $0.eventsPerClass = [.control: .init(perSecond: 20, burst: 50)]
+            $0.budgets.perClass = [.control: .init(perSecond: 20, burst: 50)]
             $0.maxRoomsInConnect = 100
         }
         let rooms = (0..<100).map { "\"conversation:\($0)\"" }.joined(separator: ",")
@@ -169,9 +170,9 @@ final class SessionLifecycleTests: XCTestCase {
     /// `room:leave` may: the burst, then the refill (the leaves pay too).
     func testAConnectDisconnectLoopIsHeldToTheJoinRate() {
         var s = makeSession {
-            $0.eventsPerClass = [.control: .init(perSecond: 20, burst: 50)]
-            $0.eventsPerSecond = .init(perSecond: 1000, burst: 1000)
-            $0.inbound.packets = .init(perSecond: 100_000, burst: 100_000)
+            $0.budgets.perClass = [.control: .init(perSecond: 20, burst: 50)]
+            $0.budgets.events = .init(perSecond: 1000, burst: 1000)
+            $0.budgets.inbound.packets = .init(perSecond: 100_000, burst: 100_000)
         }
         let rooms = (0..<100).map { "\"conversation:\($0)\"" }.joined(separator: ",")
         var joins = 0

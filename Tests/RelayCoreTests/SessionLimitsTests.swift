@@ -1,3 +1,4 @@
+import RelayTestSupport
 import XCTest
 @testable import RelayCore
 
@@ -10,11 +11,11 @@ final class SessionLimitsTests: XCTestCase {
     let transports: [EngineSession.Transport] = [.websocket, .polling]
 
     func makeSession(_ transport: EngineSession.Transport, configure: (inout SessionConfiguration) -> Void = { _ in }) -> EngineSession {
-        var c = SessionConfiguration()
-        c.pingIntervalMs = 1000
-        c.pingTimeoutMs = 500
+        var c = SessionConfiguration.testing
+        c.heartbeat.intervalMs = 1000
+        c.heartbeat.timeoutMs = 500
         c.connectTimeoutMs = 300
-        c.inbound.packets = .init(perSecond: 10, burst: 20)
+        c.budgets.inbound.packets = .init(perSecond: 10, burst: 20)
         configure(&c)
         var s = EngineSession(configuration: c, transport: transport, engineSID: "E", socketSID: "S", now: 0)
         _ = s.start(now: 0)
@@ -67,7 +68,7 @@ final class SessionLimitsTests: XCTestCase {
 
     func testAttachmentsSpendThePacketBudgetToo() {
         // CONNECT spends one of 3; the header one; the first attachment the last.
-        var s = connected(.websocket) { $0.inbound.packets = .init(perSecond: 1, burst: 3) }
+        var s = connected(.websocket) { $0.budgets.inbound.packets = .init(perSecond: 1, burst: 3) }
         XCTAssertEqual(receive(&s, "452-[\"file:x\",{\"room\":\"conversation:1\",\"a\":{\"_placeholder\":true,\"num\":0},\"b\":{\"_placeholder\":true,\"num\":1}}]", from: .websocket), [])
         XCTAssertEqual(s.receiveBinary([1], from: .websocket, now: 0, wallMs: 0), [])
         XCTAssertEqual(s.receiveBinary([2], from: .websocket, now: 0, wallMs: 0), [.close(code: CloseCode.policyViolation, reason: "too many packets")])
@@ -76,7 +77,7 @@ final class SessionLimitsTests: XCTestCase {
     func testInboundBytesAreBoundedWhateverThePacket() {
         for transport in transports {
             var s = connected(transport) {
-                $0.inbound.bytes = .init(perSecond: 100, burst: 1000)
+                $0.budgets.inbound.bytes = .init(perSecond: 100, burst: 1000)
             }
             // Acks answer nothing the relay asked, but are read: they spend bytes.
             let ack = "430[\"\(String(repeating: "x", count: 600))\"]"
@@ -173,8 +174,8 @@ final class SessionLimitsTests: XCTestCase {
         let size = event.utf8.count
         for transport in transports {
             var s = connected(transport) {
-                $0.inbound.packets = .init(perSecond: 1000, burst: 1000)
-                $0.inbound.eventBytes = .init(perSecond: Double(size), burst: Double(size * 3))
+                $0.budgets.inbound.packets = .init(perSecond: 1000, burst: 1000)
+                $0.budgets.inbound.eventBytes = .init(perSecond: Double(size), burst: Double(size * 3))
             }
             for i in 0..<3 {
                 guard case .handle? = receive(&s, event, from: transport).last else { return XCTFail("\(transport) event \(i)") }

@@ -1,3 +1,4 @@
+import RelayTestSupport
 import XCTest
 @testable import RelayCore
 
@@ -10,9 +11,9 @@ final class StockClientEdgesTests: XCTestCase {
     let alice = AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max)
 
     func makeSession(_ transport: EngineSession.Transport = .polling) -> EngineSession {
-        var c = SessionConfiguration()
-        c.pingIntervalMs = 25_000
-        c.pingTimeoutMs = 20_000
+        var c = SessionConfiguration.testing
+        c.heartbeat.intervalMs = 25_000
+        c.heartbeat.timeoutMs = 20_000
         c.connectTimeoutMs = 10_000
         c.upgradeTimeoutMs = 1_000
         var s = EngineSession(configuration: c, transport: transport, engineSID: "E", socketSID: "S", now: 0)

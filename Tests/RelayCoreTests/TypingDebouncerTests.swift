@@ -11,7 +11,7 @@ final class TypingDebouncerTests: XCTestCase {
     private func stop(_ room: String, _ user: String) -> TypingDebouncer.Change { .init(room: room, user: user, isTyping: false) }
 
     func testDefaults() {
-        let d = TypingDebouncer()
+        let d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         XCTAssertEqual(d.window, 100)
         XCTAssertEqual(d.expiry, 5_000)
         XCTAssertNil(d.nextDeadline)
@@ -21,7 +21,7 @@ final class TypingDebouncerTests: XCTestCase {
     // MARK: - Window
 
     func testFirstChangeOpensAWindowAndOneFlushCarriesIt() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 1_000)
         XCTAssertEqual(d.nextDeadline, 1_100)
         XCTAssertEqual(d.typingUsers(room: "r"), [], "nothing is announced before the window closes")
@@ -35,7 +35,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testLaterChangesJoinTheOpenWindowWithoutExtendingIt() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "bob", connection: c1, now: 0)
         d.start(room: "r", user: "alice", connection: c2, now: 60)
         d.start(room: "r", user: "carol", connection: c3, now: 99)
@@ -44,13 +44,13 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testLateFlushStillCarriesTheNetChanges() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 450), [start("r", "alice")])
     }
 
     func testStartAndStopInsideOneWindowCancel() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         d.stop(room: "r", user: "alice", now: 40)
         XCTAssertEqual(d.nextDeadline, 100)
@@ -61,7 +61,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testStartStopStartInsideOneWindowIsOneStart() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         d.stop(room: "r", user: "alice", now: 10)
         d.start(room: "r", user: "alice", connection: c1, now: 20)
@@ -69,7 +69,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testRepeatedStartsCollapseToOne() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         for t in stride(from: Int64(0), through: 90, by: 10) {
             d.start(room: "r", user: "alice", connection: c1, now: t)
         }
@@ -86,7 +86,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testStopAfterAnnouncedStartIsFlushedAtWindowEnd() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 100), [start("r", "alice")])
         d.stop(room: "r", user: "alice", now: 300)
@@ -100,7 +100,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testStopThenStartInsideOneWindowCancelAfterAnnouncement() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 100), [start("r", "alice")])
         d.stop(room: "r", user: "alice", now: 200)
@@ -112,7 +112,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testStopWithoutStartIsIgnored() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.stop(room: "r", user: "alice", now: 0)
         XCTAssertNil(d.nextDeadline)
         XCTAssertEqual(d.activeRoomCount, 0)
@@ -131,7 +131,7 @@ final class TypingDebouncerTests: XCTestCase {
     // MARK: - Expiry
 
     func testUnrefreshedStartExpiresAsAStop() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 100), [start("r", "alice")])
         XCTAssertEqual(d.nextDeadline, 5_000)
@@ -148,7 +148,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testExpiryWithALateFlushIsDeliveredAtOnce() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 100), [start("r", "alice")])
         XCTAssertEqual(d.flush(now: 9_000), [stop("r", "alice")])
@@ -156,7 +156,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testRefreshPostponesExpiry() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 100), [start("r", "alice")])
         d.start(room: "r", user: "alice", connection: c1, now: 4_000)
@@ -169,7 +169,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testStartThatExpiresBeforeItsFirstFlushIsNeverAnnounced() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 6_000), [])
         XCTAssertEqual(d.activeRoomCount, 0)
@@ -177,7 +177,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testExpiryJoinsAnAlreadyOpenWindow() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 100), [start("r", "alice")])
         d.start(room: "r", user: "bob", connection: c2, now: 4_950)  // window closes at 5_050
@@ -191,7 +191,7 @@ final class TypingDebouncerTests: XCTestCase {
         // Twenty users' starts expire between 5_000 and 5_095; the flush runs late, at 5_099.
         // The earliest expiry (5_000) opens the window, so it closes at 5_100 for all of them,
         // independent of the order in which the entries happen to be stored.
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         let users = (0..<20).map { "u" + ($0 < 10 ? "0" : "") + String($0) }
         for (i, user) in users.enumerated() {
             d.start(room: "r", user: user, connection: ConnectionID(UInt64(i)), now: Int64(i) * 5)
@@ -205,7 +205,7 @@ final class TypingDebouncerTests: XCTestCase {
     // MARK: - Connections
 
     func testConnectionClosedStopsItsTypingEverywhere() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         d.start(room: "s", user: "alice", connection: c1, now: 0)
         d.start(room: "r", user: "bob", connection: c2, now: 0)
@@ -218,7 +218,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testConnectionClosedInsideTheWindowCancels() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         d.connectionClosed(c1, now: 50)
         XCTAssertEqual(d.flush(now: 100), [])
@@ -226,7 +226,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testConnectionClosedWithoutTypingDoesNothing() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 100), [start("r", "alice")])
         d.connectionClosed(c2, now: 200)
@@ -235,7 +235,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testConnectionClosedOnlyStopsStartsFromThatConnection() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         // alice types on her phone (c1), then on her laptop (c2): the latest start owns the entry.
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         d.start(room: "r", user: "alice", connection: c2, now: 50)
@@ -248,7 +248,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testConnectionLeftStopsOneRoomOnly() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r", user: "alice", connection: c1, now: 0)
         d.start(room: "s", user: "alice", connection: c1, now: 0)
         XCTAssertEqual(d.flush(now: 100), [start("r", "alice"), start("s", "alice")])
@@ -261,7 +261,7 @@ final class TypingDebouncerTests: XCTestCase {
     // MARK: - Rooms
 
     func testRoomsAreIndependent() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         d.start(room: "r1", user: "alice", connection: c1, now: 0)
         d.start(room: "r2", user: "alice", connection: c1, now: 60)
         XCTAssertEqual(d.activeRoomCount, 2)
@@ -277,7 +277,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testFlushOrdersByRoomThenUser() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         for (room, user) in [("b", "z"), ("a", "y"), ("b", "a"), ("a", "x")] {
             d.start(room: room, user: user, connection: c1, now: 0)
         }
@@ -285,7 +285,7 @@ final class TypingDebouncerTests: XCTestCase {
     }
 
     func testAtMostOneFlushPerWindowPerRoomUnderChurn() {
-        var d = TypingDebouncer()
+        var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
         var flushTimes: [String: [Int64]] = [:]
         // Start/stop churn every 7 ms from three users, flushing whenever a deadline is due.
         for now in Int64(0)...3_000 {
@@ -319,7 +319,7 @@ final class TypingDebouncerTests: XCTestCase {
         let connections = (1...5).map { ConnectionID(UInt64($0)) }
 
         for _ in 0..<20 {
-            var d = TypingDebouncer()
+            var d = TypingDebouncer(windowMs: 100, expiryMs: 5_000)
             var model: [String: [String: ModelEntry]] = [:]
             var lastFlush: [String: Int64] = [:]
             var announced: [String: [String: Bool]] = [:]

@@ -57,7 +57,7 @@ final class WebhookRetryPolicyTests: XCTestCase {
         XCTAssertTrue(p.mayRetry(afterAttempt: 1))
         XCTAssertTrue(p.mayRetry(afterAttempt: 2))
         XCTAssertFalse(p.mayRetry(afterAttempt: 3))
-        XCTAssertTrue(WebhookRetryPolicy(maxAttempts: 0).mayRetry(afterAttempt: 1_000_000))
+        XCTAssertTrue(WebhookRetryPolicy(baseMs: 250, maxMs: 30_000, maxAttempts: 0).mayRetry(afterAttempt: 1_000_000))
     }
 }
 
@@ -65,7 +65,7 @@ final class WebhookQueueTests: XCTestCase {
     typealias Q = WebhookQueue<Int>
 
     private func options(batch: Int = 3, flush: Int64 = 200, capacity: Int = 10, attempts: Int = 3) -> Q.Options {
-        Q.Options(batchSize: batch, flushMs: flush, capacity: capacity, retry: WebhookRetryPolicy(baseMs: 100, maxMs: 1000, maxAttempts: attempts))
+        Q.Options(batchSize: batch, flushMs: flush, capacity: capacity, capacityBytes: 64 << 20, retry: WebhookRetryPolicy(baseMs: 100, maxMs: 1000, maxAttempts: attempts))
     }
 
     private func sent(_ action: Q.Action, file: StaticString = #filePath, line: UInt = #line) -> Q.Batch? {
@@ -92,7 +92,7 @@ final class WebhookQueueTests: XCTestCase {
     }
 
     func testTheQueueIsBoundedInBytesWaitingAndInFlight() {
-        var q = Q(options: Q.Options(batchSize: 2, flushMs: 0, capacity: 100, capacityBytes: 1000))
+        var q = Q(options: Q.Options(batchSize: 2, flushMs: 0, capacity: 100, capacityBytes: 1000, retry: WebhookRetryPolicy(baseMs: 250, maxMs: 30_000, maxAttempts: 12)))
         XCTAssertTrue(q.enqueue(1, bytes: 600, now: 0))
         XCTAssertFalse(q.enqueue(2, bytes: 500, now: 0), "1100 bytes would not fit")
         XCTAssertTrue(q.enqueue(3, bytes: 400, now: 0))

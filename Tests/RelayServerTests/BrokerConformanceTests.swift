@@ -78,7 +78,7 @@ class BrokerConformanceTests: XCTestCase {
     }
 
     func testRecoverableEventsGetIncreasingOffsetsAndAreKept() throws {
-        guard let broker = try makeBroker(limits: HistoryLimits(maxEvents: 50, maxAgeMs: 60_000, maxBytes: 1 << 20)) else { return }
+        guard let broker = try makeBroker(limits: HistoryLimits.testing(maxEvents: 50, maxAgeMs: 60_000, maxBytes: 1 << 20)) else { return }
         let room = StreamKey.room("conversation:\(UUID().uuidString)")
         XCTAssertEqual(try broker.head(of: room, on: loop).wait(), .zero)
         let delivered = try (0..<5).map { try publish(broker, "m\($0)", to: room) }
@@ -102,7 +102,7 @@ class BrokerConformanceTests: XCTestCase {
     }
 
     func testStreamsAreSeparate() throws {
-        guard let broker = try makeBroker(limits: HistoryLimits()) else { return }
+        guard let broker = try makeBroker(limits: HistoryLimits.testing) else { return }
         let id = UUID().uuidString
         let a = StreamKey.room("a-\(id)"), user = StreamKey.user("u-\(id)")
         _ = try publish(broker, "to-a", to: a)
@@ -112,7 +112,7 @@ class BrokerConformanceTests: XCTestCase {
     }
 
     func testNonRecoverableEventsAreDeliveredButNotKept() throws {
-        guard let broker = try makeBroker(limits: HistoryLimits()) else { return }
+        guard let broker = try makeBroker(limits: HistoryLimits.testing) else { return }
         let room = StreamKey.room("typing-\(UUID().uuidString)")
         let delivered = try publish(broker, "typing", to: room, recoverable: false)
         XCTAssertNil(delivered.position)
@@ -120,7 +120,7 @@ class BrokerConformanceTests: XCTestCase {
     }
 
     func testAnOffsetTheHistoryNoLongerReachesIsUnavailable() throws {
-        guard let broker = try makeBroker(limits: HistoryLimits(maxEvents: 3, maxAgeMs: 60_000, maxBytes: 1 << 20)) else { return }
+        guard let broker = try makeBroker(limits: HistoryLimits.testing(maxEvents: 3, maxAgeMs: 60_000, maxBytes: 1 << 20)) else { return }
         let room = StreamKey.room("short-\(UUID().uuidString)")
         let offsets = try (0..<400).compactMap { try publish(broker, "m\($0)", to: room).position?.offset }
         let gone = try broker.history(of: room, after: offsets[0], limit: 10, maxBytes: 1 << 20, on: loop).wait()
@@ -139,7 +139,7 @@ final class MemoryBrokerConformanceTests: BrokerConformanceTests {
     }
 
     func testMemoryUsageIsBoundedByTheByteBudget() throws {
-        let broker = MemoryBroker(limits: HistoryLimits(maxEvents: 1000, maxAgeMs: 60_000, maxBytes: 16 * 4096), wallMs: { 1 })
+        let broker = MemoryBroker(limits: HistoryLimits.testing(maxEvents: 1000, maxAgeMs: 60_000, maxBytes: 16 * 4096), wallMs: { 1 })
         for i in 0..<5000 { _ = try publish(broker, String(repeating: "x", count: 100) + "\(i)", to: .room("r\(i % 50)")) }
         XCTAssertLessThanOrEqual(broker.memoryUsage.bytes, 16 * 4096)
         XCTAssertGreaterThan(broker.memoryUsage.events, 0)
@@ -164,7 +164,7 @@ final class RedisBrokerConformanceTests: BrokerConformanceTests {
 
     func makeBus(node: String) throws -> ClusterBus {
         let endpoint = try XCTUnwrap(RedisEndpoint(url: "redis://127.0.0.1:\(try XCTUnwrap(redis).port)"))
-        let bus = ClusterBus(nodeID: node, redis: RedisClient(endpoint: endpoint, eventLoop: loop), metrics: RelayMetrics().cluster, logger: Logger(label: "test"))
+        let bus = ClusterBus(nodeID: node, redis: RedisClient(endpoint: endpoint, eventLoop: loop), options: .init(heartbeatMs: 2_000), metrics: RelayMetrics().cluster, logger: Logger(label: "test"))
         buses.append(bus)
         return bus
     }
@@ -185,8 +185,8 @@ final class RedisBrokerConformanceTests: BrokerConformanceTests {
     }
 
     func testOtherNodesReceiveTheSameOffsets() throws {
-        let a = try XCTUnwrap(try makeBroker(limits: HistoryLimits()))
-        let b = try XCTUnwrap(try makeBroker(limits: HistoryLimits()))
+        let a = try XCTUnwrap(try makeBroker(limits: HistoryLimits.testing))
+        let b = try XCTUnwrap(try makeBroker(limits: HistoryLimits.testing))
         let room = StreamKey.room("cross-\(UUID().uuidString)")
         let received = NIOLockedValueBox<[Delivered]>([])
         let got = loop.makePromise(of: Void.self)
@@ -208,7 +208,7 @@ final class RedisBrokerConformanceTests: BrokerConformanceTests {
     }
 
     func testRedisDownMeansNotRecoveredNeverWrongData() throws {
-        let broker = try XCTUnwrap(try makeBroker(limits: HistoryLimits()))
+        let broker = try XCTUnwrap(try makeBroker(limits: HistoryLimits.testing))
         let room = StreamKey.room("down-\(UUID().uuidString)")
         let before = try XCTUnwrap(try publish(broker, "before", to: room).position?.offset)
         redis?.kill()
@@ -223,7 +223,7 @@ final class RedisBrokerConformanceTests: BrokerConformanceTests {
 final class MemoryBrokerExpiryTests: XCTestCase {
     func testQuietStreamsExpireWithoutNewAppends() {
         let now = NIOLockedValueBox<Int64>(1_000)
-        let broker = MemoryBroker(limits: HistoryLimits(maxEvents: 10, maxAgeMs: 1_000, maxBytes: 1 << 20), wallMs: { now.withLockedValue { $0 } })
+        let broker = MemoryBroker(limits: HistoryLimits.testing(maxEvents: 10, maxAgeMs: 1_000, maxBytes: 1 << 20), wallMs: { now.withLockedValue { $0 } })
         for i in 0..<5 {
             broker.publish(Publication(packet: ByteBuffer(string: "42[\"a:b\",{\"n\":\(i)}]")), to: .room("quiet\(i)"), routing: Routing(), recoverable: true) { _ in }
         }

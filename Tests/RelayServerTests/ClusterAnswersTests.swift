@@ -275,7 +275,7 @@ final class RedisDirectoryTests: XCTestCase {
 
     func node(_ name: String) throws -> (ClusterBus, RedisPresenceManager) {
         let endpoint = try XCTUnwrap(RedisEndpoint(url: "redis://127.0.0.1:\(try XCTUnwrap(redis).port)"))
-        let bus = ClusterBus(nodeID: name, redis: RedisClient(endpoint: endpoint, eventLoop: loop), metrics: RelayMetrics().cluster, logger: Logger(label: "test"))
+        let bus = ClusterBus(nodeID: name, redis: RedisClient(endpoint: endpoint, eventLoop: loop), options: .init(heartbeatMs: 2_000), metrics: RelayMetrics().cluster, logger: Logger(label: "test"))
         buses.append(bus)
         bus.start()
         let deadline = Date().addingTimeInterval(10)

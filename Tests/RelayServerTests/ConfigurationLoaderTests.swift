@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import RelayCore
+import RelayTestSupport
 import XCTest
 
 @testable import RelayServer
@@ -34,7 +35,9 @@ final class ConfigurationLoaderTests: XCTestCase {
         let keys = ["jwt-secret": secret, "api-key": "0123456789abcdef", "admin-key": "0123456789abcdef"]
         var defaults = ConfigurationLoader.resolve(flags: keys, environment: [:], file: [:])
         let d = try ConfigurationLoader.build(&defaults).0
-        XCTAssertEqual(d.events.inbound, InboundBudget.Limits())
+        XCTAssertEqual(d.events.inbound.packets, .init(perSecond: 250, burst: 500))
+        XCTAssertEqual(d.events.inbound.bytes, .init(perSecond: 1_048_576, burst: 4_194_304))
+        XCTAssertEqual(d.events.inbound.eventBytes, .init(perSecond: 262_144, burst: 524_288))
         XCTAssertEqual(d.connections.outboundHardLimitBytes, 1 << 20)
         XCTAssertLessThanOrEqual(d.events.inbound.eventBytes.burst * 2, Double(d.connections.outboundHardLimitBytes), "one sender's burst is half a reader's queue")
         XCTAssertEqual(d.webhooks.queueBytes, 64 << 20)
@@ -50,7 +53,7 @@ final class ConfigurationLoaderTests: XCTestCase {
         XCTAssertEqual(c.events.inbound.bytes.burst, 1_800_000, "at least two messages of max-payload")
         XCTAssertEqual(c.events.inbound.eventBytes.burst, 800_000, "at least one event of max-event-bytes")
         XCTAssertEqual(c.connections.outboundHardLimitBytes, 1_600_000, "two of the largest events fit every reader's queue")
-        XCTAssertEqual(c.sessionConfiguration.inbound, c.events.inbound)
+        XCTAssertEqual(c.sessionConfiguration.budgets.inbound, c.events.inbound)
         XCTAssertEqual(c.webhooks.queueBytes, 4096)
         XCTAssertEqual(c.recovery.historyLimits.maxStreamBytes, 5000)
 

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOEmbedded
 import RelayCore
+import RelayTestSupport
 import XCTest
 
 @testable import RelayServer
@@ -68,7 +69,7 @@ final class HubTests: XCTestCase {
     /// local half's writes.
     func testOtherLoopsHaveTheirDeliveryBeforeTheCallersLoopWritesItsOwn() throws {
         var c = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b")
-        c.recovery.historyLimits = HistoryLimits(maxEvents: 0)
+        c.recovery.historyLimits = HistoryLimits.testing(maxEvents: 0)
         let hub = Hub(eventLoops: [loopA, loopB], configuration: c, clock: clock.relayClock)
         let shardA = hub.partitions[0], shardB = hub.partitions[1]
         let alice = ProbeSink(1) { shardB.pendingDeliveries }

@@ -67,7 +67,7 @@ final class RedisPresenceManagerConformanceTests: PresenceManagerConformanceTest
 
     override func makeManager() throws -> (any PresenceManager)? {
         let endpoint = try XCTUnwrap(RedisEndpoint(url: "redis://127.0.0.1:\(try XCTUnwrap(redis).port)"))
-        let bus = ClusterBus(nodeID: "n1", redis: RedisClient(endpoint: endpoint, eventLoop: loop), metrics: RelayMetrics().cluster, logger: Logger(label: "test"))
+        let bus = ClusterBus(nodeID: "n1", redis: RedisClient(endpoint: endpoint, eventLoop: loop), options: .init(heartbeatMs: 2_000), metrics: RelayMetrics().cluster, logger: Logger(label: "test"))
         self.bus = bus
         bus.start()
         let deadline = Date().addingTimeInterval(10)

@@ -194,8 +194,7 @@ final class ReceiptReplicatorTests: XCTestCase {
         let redis: RedisClient
 
         init(_ name: String, directory: URL, redis: RedisClient) throws {
-            var options = SQLiteReceiptStore.Options()
-            options.replicate = true
+            let options = SQLiteReceiptStore.Options(maxBatch: 1024, retentionDays: nil, replicate: true)
             self.name = name
             self.redis = redis
             store = try SQLiteReceiptStore(path: directory.appendingPathComponent("\(name).sqlite").path, options: options)

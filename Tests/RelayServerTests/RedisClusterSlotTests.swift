@@ -1,6 +1,7 @@
 import Foundation
 import RelayCore
 import RelayRedis
+import RelayTestSupport
 import XCTest
 
 @testable import RelayCluster
@@ -70,7 +71,7 @@ final class RedisClusterSlotTests: XCTestCase {
     }
 
     func testHistoryStreamsShareTheirChannelsSlot() {
-        let limits = HistoryLimits()
+        let limits = HistoryLimits.testing
         for name in names {
             for stream in [StreamKey.room(name), .user(name)] {
                 for sharded in [true, false] {

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import RelayCore
+import RelayTestSupport
 import XCTest
 
 @testable import RelayServer
@@ -48,9 +49,18 @@ final class SettingsTests: XCTestCase {
         XCTAssertEqual(Set(c.events.eventsPerSecondByClass.keys), Set(RateClass.allCases), "every kind has a budget")
         XCTAssertEqual(c.events.eventsPerSecondByClass[.typing], .init(perSecond: 10, burst: 20))
         XCTAssertEqual(c.events.eventsPerSecondByClass[.control], .init(perSecond: 20, burst: 50))
-        XCTAssertEqual(c.events.inbound, InboundBudget.Limits())
-        XCTAssertEqual(c.recovery.historyLimits, HistoryLimits())
-        XCTAssertEqual(c.webhooks, WebhookSettings())
+        // The declared defaults, as README's table and PROTOCOL §9 give them.
+        XCTAssertEqual(c.events.inbound.packets, .init(perSecond: 250, burst: 500))
+        XCTAssertEqual(c.events.inbound.bytes, .init(perSecond: 1_048_576, burst: 4_194_304))
+        XCTAssertEqual(c.events.inbound.eventBytes, .init(perSecond: 262_144, burst: 524_288))
+        XCTAssertEqual(c.recovery.historyLimits, HistoryLimits(maxEvents: 200, maxAgeMs: 120_000, maxBytes: 256 << 20, maxStreamBytes: 2 << 20))
+        XCTAssertEqual(c.connections.maxLiveSharesPerConnection, 16)
+        XCTAssertEqual(c.connections.maxConnectionsPerUser, 20)
+        XCTAssertEqual(c.cluster.heartbeatMs, 2_000)
+        var webhooks = WebhookSettings()
+        (webhooks.batchSize, webhooks.flushMs, webhooks.queueSize, webhooks.queueBytes) = (100, 200, 10_000, 64 << 20)
+        (webhooks.maxAttempts, webhooks.maxBackoffMs, webhooks.timeoutMs) = (12, 30_000, 10_000)
+        XCTAssertEqual(c.webhooks, webhooks)
         XCTAssertEqual(c.listener.eventLoopThreads, NIOCore.System.coreCount, "threads: unset means the core count")
 
         // Resolving nothing but the keys gives the same configuration.

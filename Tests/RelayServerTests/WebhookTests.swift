@@ -172,7 +172,8 @@ final class WebhookDeliveryTests: XCTestCase {
     }
 
     private func webhooks(_ receiver: WebhookReceiver, clock: RelayClock = .system, configure: (inout WebhookSettings) -> Void = { _ in }) -> Webhooks? {
-        var s = WebhookSettings()
+        // The declared defaults (the settings table), then what these tests shorten.
+        var s = RelayConfiguration(jwt: .hs256(secret: String(repeating: "s", count: 32)), apiKey: "a", adminKey: "b").webhooks
         s.urls = [receiver.url]
         s.secret = secret
         s.flushMs = 20

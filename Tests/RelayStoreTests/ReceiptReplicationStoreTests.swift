@@ -27,8 +27,7 @@ final class ReceiptReplicationStoreTests: XCTestCase {
     var path: String { directory.appendingPathComponent("r.sqlite").path }
 
     func makeStore() throws -> SQLiteReceiptStore {
-        var options = SQLiteReceiptStore.Options()
-        options.replicate = true
+        let options = SQLiteReceiptStore.Options(maxBatch: 1024, retentionDays: nil, replicate: true)
         return try SQLiteReceiptStore(path: path, options: options)
     }
 

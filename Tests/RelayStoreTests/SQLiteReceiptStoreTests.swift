@@ -22,7 +22,7 @@ final class SQLiteReceiptStoreTests: XCTestCase {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    func makeStore(_ options: SQLiteReceiptStore.Options = .init()) throws -> SQLiteReceiptStore {
+    func makeStore(_ options: SQLiteReceiptStore.Options = .init(maxBatch: 1024, retentionDays: nil, replicate: false)) throws -> SQLiteReceiptStore {
         try SQLiteReceiptStore(path: directory.appendingPathComponent("r.sqlite").path, options: options)
     }
 
@@ -116,7 +116,7 @@ final class SQLiteReceiptStoreTests: XCTestCase {
     /// and the log never starts over: the restarting checkpoint past `walRestartFrames` keeps
     /// the WAL file bounded.
     func testTheWALStaysBoundedUnderCommitsThatNeverPause() async throws {
-        var options = SQLiteReceiptStore.Options()
+        var options = SQLiteReceiptStore.Options(maxBatch: 1024, retentionDays: nil, replicate: false)
         options.walRestartFrames = 256
         options.walCheckpointIntervalSeconds = 0.01
         options.maxBatch = 8  // small commits: each writes its pages again, so the log grows fast

@@ -7,7 +7,7 @@ public struct HistoryLimits: Sendable, Equatable {
     public var maxBytes: Int
     public var maxStreamBytes: Int
 
-    public init(maxEvents: Int = 200, maxAgeMs: Int64 = 120_000, maxBytes: Int = 256 << 20, maxStreamBytes: Int = 2 << 20) {
+    public init(maxEvents: Int, maxAgeMs: Int64, maxBytes: Int, maxStreamBytes: Int) {
         self.maxEvents = maxEvents
         self.maxAgeMs = maxAgeMs
         self.maxBytes = maxBytes

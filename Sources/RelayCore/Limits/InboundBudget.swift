@@ -22,10 +22,9 @@ public struct InboundBudget: Sendable {
         /// every ping is answered with its data, so it is bounded.
         public var maxPingBytes: Int
 
+        /// `maxPingBytes`'s default is the protocol's (no setting): `2probe` with room to spare.
         public init(
-            packets: EventRateLimiter.Budget = .init(perSecond: 250, burst: 500),
-            bytes: EventRateLimiter.Budget = .init(perSecond: 1_048_576, burst: 4_194_304),
-            eventBytes: EventRateLimiter.Budget = .init(perSecond: 256 * 1024, burst: 512 * 1024),
+            packets: EventRateLimiter.Budget, bytes: EventRateLimiter.Budget, eventBytes: EventRateLimiter.Budget,
             maxPingBytes: Int = 64
         ) {
             self.packets = packets

@@ -12,7 +12,7 @@ public struct ConnectionDirectory: Sendable {
     /// user, and a second table would cost every socket one more dictionary entry.)
     public private(set) var count = 0
 
-    public init(maxConnectionsPerUser: Int = 20) {
+    public init(maxConnectionsPerUser: Int) {
         self.maxConnectionsPerUser = maxConnectionsPerUser
     }
 

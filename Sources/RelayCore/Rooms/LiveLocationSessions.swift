@@ -20,7 +20,7 @@ public struct LiveLocationSessions: Sendable {
     private var shares: [Key: Share] = [:]
     public var maxSharesPerConnection: Int
 
-    public init(maxSharesPerConnection: Int = 16) {
+    public init(maxSharesPerConnection: Int) {
         self.maxSharesPerConnection = maxSharesPerConnection
     }
 

@@ -36,7 +36,7 @@ public struct TypingDebouncer: Sendable {
     public let expiry: Int64
     private var rooms: [String: RoomState] = [:]
 
-    public init(windowMs: Int64 = 100, expiryMs: Int64 = 5_000) {
+    public init(windowMs: Int64, expiryMs: Int64) {
         self.window = windowMs
         self.expiry = expiryMs
     }

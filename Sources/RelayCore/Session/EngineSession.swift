@@ -79,10 +79,10 @@ public struct EngineSession: Sendable {
     /// The binary packet (`45`/`46`) whose attachments are being collected, or skipped.
     private var binary = PendingBinary.none
     private var limiter: EventRateLimiter
-    /// Error replies, against `configuration.errorReplies`.
+    /// Error replies, against `configuration.budgets.errorReplies`.
     private var errorBudget: BucketLevel
     /// Packets and event bytes, whatever the transport (`InboundBudget`), against
-    /// `configuration.inbound`.
+    /// `configuration.budgets.inbound`.
     private var inbound: InboundBudget
     /// The heartbeat: the next ping, or the pong awaited. Holds in every state but `closed`.
     @PackedDeadline private var nextPingAt: Int64? = nil
@@ -111,8 +111,8 @@ public struct EngineSession: Sendable {
         self.socketSID = socketSID
         self.fallbackToken = fallbackToken
         self.limiter = EventRateLimiter(budgets: shared.eventBudgets, now: now)
-        self.errorBudget = BucketLevel(configuration.errorReplies, now: now)
-        self.inbound = InboundBudget(limits: configuration.inbound, now: now)
+        self.errorBudget = BucketLevel(configuration.budgets.errorReplies, now: now)
+        self.inbound = InboundBudget(limits: configuration.budgets.inbound, now: now)
     }
 
     /// Runs `body` on the assembler of binary packets: the one collecting (or skipping) a binary
@@ -203,11 +203,11 @@ public struct EngineSession: Sendable {
 
     /// Opens the session: the open packet, then the heartbeat and the CONNECT deadline.
     public mutating func start(now: Int64) -> [Action] {
-        nextPingAt = now + configuration.pingIntervalMs
+        nextPingAt = now + configuration.heartbeat.intervalMs
         if case .awaitingConnect(_, let left) = lifecycle { lifecycle = .awaitingConnect(deadline: now + configuration.connectTimeoutMs, left: left) }
         let open = EnginePacket.openPayload(
             sid: engineSID, upgrades: transport == .polling ? ["websocket"] : [],
-            pingInterval: Int(clamping: configuration.pingIntervalMs), pingTimeout: Int(clamping: configuration.pingTimeoutMs),
+            pingInterval: Int(clamping: configuration.heartbeat.intervalMs), pingTimeout: Int(clamping: configuration.heartbeat.timeoutMs),
             maxPayload: configuration.maxPayload)
         return [.send(open)]
     }
@@ -255,7 +255,7 @@ public struct EngineSession: Sendable {
         }
         if let due = nextPingAt, due <= now {
             nextPingAt = nil
-            pongDeadline = now + configuration.pingTimeoutMs
+            pongDeadline = now + configuration.heartbeat.timeoutMs
             actions.append(.send(EnginePacket.pingFrame))
         }
         return actions
@@ -295,7 +295,7 @@ public struct EngineSession: Sendable {
             // A polling request after the upgrade: the session's only if it was sent before it.
             guard acceptsPolling(now: now) else { return [] }
         }
-        guard inbound.takePacket(size: packet.count, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        guard inbound.takePacket(size: packet.count, limits: configuration.budgets.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         if from == .websocket, mayHoldForLateConnect(packet, now: now), holdForLateConnect(packet) { return [] }
         // Long-polling carries a binary attachment as `b<base64>`.
         if from == .polling, packet.first == UInt8(ascii: "b") {
@@ -312,11 +312,11 @@ public struct EngineSession: Sendable {
             // A pong nobody asked for changes nothing.
             guard pongDeadline != nil else { return [] }
             pongDeadline = nil
-            nextPingAt = now + configuration.pingIntervalMs
+            nextPingAt = now + configuration.heartbeat.intervalMs
             return []
         case .ping(let data):
             // Engine.IO v3-style client heartbeats keep working; the echo is bounded.
-            guard data.utf8.count <= configuration.inbound.maxPingBytes else {
+            guard data.utf8.count <= configuration.budgets.inbound.maxPingBytes else {
                 return close(code: CloseCode.protocolError, reason: "ping data too long")
             }
             return [.send(Array(("3" + data).utf8))]
@@ -383,7 +383,7 @@ public struct EngineSession: Sendable {
     /// packet, so that frames which complete nothing cannot be sent for free.
     public mutating func receiveFrame(size: Int, now: Int64) -> [Action] {
         if lifecycle.isClosed { return [] }
-        guard inbound.takePacket(size: size, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        guard inbound.takePacket(size: size, limits: configuration.budgets.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         return []
     }
 
@@ -403,7 +403,7 @@ public struct EngineSession: Sendable {
     /// flood of `2probe` or `6` is closed 1008, whichever socket carries it).
     private mutating func receiveOnProbe(_ packet: ArraySlice<UInt8>, now: Int64) -> [Action] {
         guard case .probing = upgrade else { return [.abortProbe(reason: "unexpected packet on the probe")] }
-        guard inbound.takePacket(size: packet.count, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        guard inbound.takePacket(size: packet.count, limits: configuration.budgets.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         switch try? EnginePacket.decode(packet) {
         case .ping("probe"):
             return [.sendProbe(Array("3probe".utf8)), .releasePoll]
@@ -424,7 +424,7 @@ public struct EngineSession: Sendable {
     public mutating func receiveBinary(_ bytes: [UInt8], from: Transport, now: Int64, wallMs: Int64) -> [Action] {
         if lifecycle.isClosed { return [] }
         guard from == transport else { return [.abortProbe(reason: "unexpected packet on the probe")] }
-        guard inbound.takePacket(size: bytes.count, limits: configuration.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
+        guard inbound.takePacket(size: bytes.count, limits: configuration.budgets.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
         return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBinary(bytes) }
     }
 
@@ -621,9 +621,9 @@ public struct EngineSession: Sendable {
             return
         }
         let remaining = Self.saturating(expMs, minus: wallMs)
-        let cutoff = Self.saturating(Self.saturating(now, plus: remaining), plus: c.tokenLeewayMs)
+        let cutoff = Self.saturating(Self.saturating(now, plus: remaining), plus: c.tokens.leewayMs)
         login.expiryAt = cutoff
-        login.expiryNoticeAt = c.expiryNoticeMs > 0 ? max(now, Self.saturating(Self.saturating(now, plus: remaining), minus: c.expiryNoticeMs)) : nil
+        login.expiryNoticeAt = c.tokens.expiryNoticeMs > 0 ? max(now, Self.saturating(Self.saturating(now, plus: remaining), minus: c.tokens.expiryNoticeMs)) : nil
     }
 
     static func saturating(_ a: Int64, plus b: Int64) -> Int64 {
@@ -681,7 +681,7 @@ public struct EngineSession: Sendable {
             guard size <= maxBytes else {
                 throw RelayError(.payloadTooLarge, "events are limited to \(maxBytes) bytes")
             }
-            guard inbound.takeEventBytes(size, limits: configuration.inbound, now: now) else {
+            guard inbound.takeEventBytes(size, limits: configuration.budgets.inbound, now: now) else {
                 return [.received(event: event.name), .rateLimited(rateClass)] + fail(RelayError(.rateLimited), event: event.name, ackID: event.ackID, now: now)
             }
             let typed = try ClientEvent(event, policy: policy, userID: user.userID, wallMs: wallMs)
@@ -728,7 +728,7 @@ public struct EngineSession: Sendable {
     /// Error replies spend a budget; past it the session closes with 1008 instead of answering.
     public mutating func fail(_ error: RelayError, event: String?, ackID: Int64?, now: Int64) -> [Action] {
         if lifecycle.isClosed { return [] }
-        guard errorBudget.tryConsume(1, configuration.errorReplies, now: now) else {
+        guard errorBudget.tryConsume(1, configuration.budgets.errorReplies, now: now) else {
             return close(code: CloseCode.policyViolation, reason: "too many refused events")
         }
         if let ackID { return [.send(SocketPacket.ackMessage(id: ackID, payload: error.ackPayload))] }

@@ -17,8 +17,7 @@ public struct WebhookQueue<Event: Sendable>: Sendable {
         public var retry: WebhookRetryPolicy
 
         public init(
-            batchSize: Int = 100, flushMs: Int64 = 200, capacity: Int = 10_000, capacityBytes: Int = 64 << 20,
-            retry: WebhookRetryPolicy = WebhookRetryPolicy()
+            batchSize: Int, flushMs: Int64, capacity: Int, capacityBytes: Int, retry: WebhookRetryPolicy
         ) {
             self.batchSize = max(1, batchSize)
             self.flushMs = max(0, flushMs)
@@ -66,7 +65,7 @@ public struct WebhookQueue<Event: Sendable>: Sendable {
     private var retryAt: Int64?
     private var nextSequence: UInt64 = 1
 
-    public init(options: Options = Options()) {
+    public init(options: Options) {
         self.options = options
     }
 

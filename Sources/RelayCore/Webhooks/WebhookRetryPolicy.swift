@@ -11,7 +11,7 @@ public struct WebhookRetryPolicy: Sendable, Equatable {
     /// Attempts in all (the first one included); `0` retries without end.
     public var maxAttempts: Int
 
-    public init(baseMs: Int64 = 250, maxMs: Int64 = 30_000, maxAttempts: Int = 12) {
+    public init(baseMs: Int64, maxMs: Int64, maxAttempts: Int) {
         self.baseMs = max(1, baseMs)
         self.maxMs = max(self.baseMs, maxMs)
         self.maxAttempts = max(0, maxAttempts)

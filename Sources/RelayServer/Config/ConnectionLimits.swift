@@ -9,6 +9,8 @@ public struct ConnectionLimits: Sendable, Equatable {
     /// Over this many queued bytes, the connection is closed (4008).
     public var outboundHardLimitBytes = 1024 * 1024
     public var outboundMaxQueuedMessages = 4096
+    /// Live location shares one connection may run at once (`max-live-shares-per-connection`).
+    public var maxLiveSharesPerConnection = 0
 
     public init() {}
 }

@@ -10,7 +10,7 @@ public struct EventSettings: Sendable, Equatable {
     public var eventsPerSecondByClass: [RateClass: EventRateLimiter.Budget] = [:]
     /// Packets and event bytes per connection, on every transport, before and after CONNECT
     /// (`InboundBudget`).
-    public var inbound = InboundBudget.Limits()
+    public var inbound = InboundBudget.Limits(packets: .init(perSecond: 0, burst: 0), bytes: .init(perSecond: 0, burst: 0), eventBytes: .init(perSecond: 0, burst: 0))
     /// Error replies (error acks and `error` events) a connection may cause; past the budget
     /// the relay stops answering and closes the socket with 1008.
     public var errorReplies = EventRateLimiter.Budget(perSecond: 0, burst: 0)

@@ -4,7 +4,7 @@ import RelayCore
 /// and who gets offsets.
 public struct RecoverySettings: Sendable, Equatable {
     /// Recoverable events kept per room and per user (history), for recovery and `room:sync`.
-    public var historyLimits = HistoryLimits()
+    public var historyLimits = HistoryLimits(maxEvents: 0, maxAgeMs: 0, maxBytes: 0, maxStreamBytes: 0)
     /// How long a dropped session can be recovered (at most the history's age limit).
     public var windowMs: Int64 = 0
     /// A reconnect with the `pid` of a connection that still looks alive takes it over (closes

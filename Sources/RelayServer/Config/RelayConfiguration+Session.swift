@@ -3,22 +3,19 @@ import RelayCore
 extension RelayConfiguration {
     /// The part of the configuration every `EngineSession` enforces.
     public var sessionConfiguration: SessionConfiguration {
-        var s = SessionConfiguration()
-        s.pingIntervalMs = Int64(engine.pingIntervalMs)
-        s.pingTimeoutMs = Int64(engine.pingTimeoutMs)
-        s.connectTimeoutMs = Int64(engine.connectTimeoutMs)
-        s.maxPayload = engine.maxPayload
-        s.maxConnectPayload = engine.maxConnectPayload
-        s.upgradeTimeoutMs = Int64(engine.upgradeTimeoutMs)
-        s.maxEventBytes = events.maxEventBytes
-        s.customEventsEnabled = events.customEventsEnabled
-        s.eventsPerSecond = events.eventsPerSecond
-        s.eventsPerClass = events.eventsPerSecondByClass
-        s.errorReplies = events.errorReplies
-        s.inbound = events.inbound
-        s.maxRoomsInConnect = events.maxRoomsPerConnection
-        s.tokenLeewayMs = auth.jwtLeewaySeconds * 1000
-        s.expiryNoticeMs = auth.tokenExpiryNoticeMs
-        return s
+        SessionConfiguration(
+            heartbeat: .init(intervalMs: Int64(engine.pingIntervalMs), timeoutMs: Int64(engine.pingTimeoutMs)),
+            connectTimeoutMs: Int64(engine.connectTimeoutMs),
+            upgradeTimeoutMs: Int64(engine.upgradeTimeoutMs),
+            maxPayload: engine.maxPayload,
+            maxConnectPayload: engine.maxConnectPayload,
+            maxEventBytes: events.maxEventBytes,
+            customEventsEnabled: events.customEventsEnabled,
+            maxAttachments: SocketPacket.defaultMaxAttachments,
+            budgets: .init(
+                events: events.eventsPerSecond, perClass: events.eventsPerSecondByClass,
+                errorReplies: events.errorReplies, inbound: events.inbound),
+            tokens: .init(leewayMs: auth.jwtLeewaySeconds * 1000, expiryNoticeMs: auth.tokenExpiryNoticeMs),
+            maxRoomsInConnect: events.maxRoomsPerConnection)
     }
 }

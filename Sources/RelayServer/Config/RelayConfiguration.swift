@@ -36,11 +36,17 @@ public struct RelayConfiguration: Sendable {
     }
 
     public init(jwt: JWTAlgorithm, apiKey: String, adminKey: String) {
-        auth = AuthSettings(jwt: jwt, apiKey: apiKey, adminKey: adminKey)
+        self.init(unfilledJWT: jwt, apiKey: apiKey, adminKey: adminKey)
         for setting in ConfigurationLoader.settings {
             guard let value = setting.defaultValue else { continue }
             let problems = setting.apply(value, &self)
             assert(problems.isEmpty, "the default of \(setting.name) is invalid: \(problems)")
         }
+    }
+
+    /// The properties as the types declare them, before any setting's default is written: what
+    /// `SettingsDeclaredOnceTests` checks holds no default of its own.
+    init(unfilledJWT jwt: JWTAlgorithm, apiKey: String, adminKey: String) {
+        auth = AuthSettings(jwt: jwt, apiKey: apiKey, adminKey: adminKey)
     }
 }

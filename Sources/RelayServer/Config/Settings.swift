@@ -77,6 +77,8 @@ extension ConfigurationLoader {
         .int("max-connections", 100_000, min: 1, "connections in total") { $0.connections.maxConnections = $1 },
         .int("max-connections-per-user", 20, min: 1, "connections per user") { $0.connections.maxConnectionsPerUser = $1 },
         .int("max-connections-per-ip", 1_000, min: 1, "connections per client IP") { $0.connections.maxConnectionsPerIP = $1 },
+        .int("max-live-shares-per-connection", 16, min: 1,
+             "live location shares one connection may run at once (`location:share-live` beyond: `rate_limited`)") { $0.connections.maxLiveSharesPerConnection = $1 },
         .flag("proxy-protocol",
               "every connection must start with a PROXY protocol header (v1 or v2) from a trusted proxy, e.g. HAProxy `send-proxy-v2`; connections without one, or from another peer, are closed. Needs `trusted-proxies`") {
             $0.listener.proxyProtocol = $1

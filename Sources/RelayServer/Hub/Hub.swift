@@ -74,7 +74,8 @@ public final class Hub: Sendable {
         self.typing = TypingService(
             windowMs: configuration.events.typingWindowMs, expiryMs: configuration.events.typingExpiryMs, stripes: stripes, timerLoop: timerLoop, clock: clock,
             publisher: publisher)
-        self.locations = LiveLocationService(timerLoop: timerLoop, clock: clock, publisher: publisher)
+        self.locations = LiveLocationService(
+            maxSharesPerConnection: configuration.connections.maxLiveSharesPerConnection, timerLoop: timerLoop, clock: clock, publisher: publisher)
         self.handover = RecoveryHandover(stripes: stripes, loops: partitions, kept: backends.keptSessions, broker: broker)
         self.revocations = Revocations(
             ttlSeconds: configuration.auth.revocationTTLSeconds, registry: registry, loops: partitions, kept: backends.keptSessions, broker: broker,

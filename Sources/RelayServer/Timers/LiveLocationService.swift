@@ -8,12 +8,13 @@ import RelayCore
 /// A share that ends without its sender's `location:stop` (expired, left, disconnected) is
 /// announced to its room with the reason.
 final class LiveLocationService: Sendable {
-    private let shares = AuditedLock(LiveLocationSessions())
+    private let shares: AuditedLock<LiveLocationSessions>
     private let timer: DeadlineScheduler
     private let clock: RelayClock
     private let publisher: Publisher
 
-    init(timerLoop: any EventLoop, clock: RelayClock, publisher: Publisher) {
+    init(maxSharesPerConnection: Int, timerLoop: any EventLoop, clock: RelayClock, publisher: Publisher) {
+        self.shares = AuditedLock(LiveLocationSessions(maxSharesPerConnection: maxSharesPerConnection))
         self.timer = DeadlineScheduler(eventLoop: timerLoop, now: clock.monotonicMs)
         self.clock = clock
         self.publisher = publisher

@@ -1,6 +1,8 @@
 import RelayCore
 
 /// The webhook settings (`--webhook-*`, docs/PROTOCOL.md §13). No URL: webhooks are off.
+/// A property a setting writes starts at zero: `RelayConfiguration.init` writes the declared
+/// default (`ConfigurationLoader.settings`). `minBackoffMs` is no setting; its value is here.
 public struct WebhookSettings: Sendable, Equatable {
     /// Every event goes to each of these URLs (http:// or https://).
     public var urls: [String] = []
@@ -9,20 +11,20 @@ public struct WebhookSettings: Sendable, Equatable {
     /// Client events (by name) that are also sent as webhooks, e.g. `message:read`.
     public var clientEvents: Set<String> = []
     /// Events per request.
-    public var batchSize = 100
+    public var batchSize = 0
     /// How long an event may wait for its batch to fill.
-    public var flushMs: Int64 = 200
+    public var flushMs: Int64 = 0
     /// Events waiting (per URL) before new ones are dropped.
-    public var queueSize = 10_000
+    public var queueSize = 0
     /// Bytes of events waiting (per URL, as their JSON) before new ones are dropped.
-    public var queueBytes = 64 << 20
+    public var queueBytes = 0
     /// Attempts per batch (0: retry without end).
-    public var maxAttempts = 12
+    public var maxAttempts = 0
     /// First and largest retry backoff (before jitter).
     public var minBackoffMs: Int64 = 250
-    public var maxBackoffMs: Int64 = 30_000
+    public var maxBackoffMs: Int64 = 0
     /// One request's time limit.
-    public var timeoutMs: Int64 = 10_000
+    public var timeoutMs: Int64 = 0
 
     public init() {}
 
