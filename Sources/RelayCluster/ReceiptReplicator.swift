@@ -192,7 +192,7 @@ package final class ReceiptReplicator: Sendable {
         }
         guard due else { return eventLoop.makeSucceededVoidFuture() }
         let now = Self.nowMs()
-        return redis.send(["ZRANGE", ClusterBus.nodesKey, "0", "-1"]).flatMap { members in
+        return redis.send(["ZRANGE", ClusterKeys.nodes, "0", "-1"]).flatMap { members in
             self.redis.send(["HGETALL", ReceiptScripts.pos]).map { positions in
                 ((members.elements ?? []).compactMap(\.string), Self.pairs(positions))
             }

@@ -53,8 +53,8 @@ public final class RedisBroker: Broker {
 
     package static func channel(_ stream: StreamKey) -> String {
         switch stream {
-        case .room(let room): return ClusterBus.roomChannel(room)
-        case .user(let user): return ClusterBus.userChannel(user)
+        case .room(let room): return ClusterKeys.roomChannel(room)
+        case .user(let user): return ClusterKeys.userChannel(user)
         }
     }
 
@@ -63,8 +63,8 @@ public final class RedisBroker: Broker {
     /// the other).
     package static func historyKey(_ stream: StreamKey) -> String {
         switch stream {
-        case .room(let room): return "relay:history:r:" + ClusterBus.tag(room)
-        case .user(let user): return "relay:history:u:" + ClusterBus.tag(user)
+        case .room(let room): return "relay:history:r:" + ClusterKeys.tag(room)
+        case .user(let user): return "relay:history:u:" + ClusterKeys.tag(user)
         }
     }
 
@@ -120,7 +120,7 @@ public final class RedisBroker: Broker {
             // with every other node's events (a reply and a publication on two connections would
             // not keep that order).
             if case .success(let reply) = result, reply.string.flatMap({ StreamOffset(id: $0) }) != nil { return }
-            if case .failure(let error) = result { ClusterBus.log(self.bus.logger, error, "history publish") }
+            if case .failure(let error) = result { RedisRefusal.log(self.bus.logger, error, "history publish") }
             self.storeFailed()
             self.bus.metrics.degraded.increment()
             deliver(nil)
@@ -158,7 +158,7 @@ public final class RedisBroker: Broker {
         let gap = bus.redis.send(["GET", Self.gapKey])
         let read = bus.redis.send(Self.readCommand(stream, after: offset, limit: limit))
         return gap.and(read)
-            .always { [logger = bus.logger] in if case .failure(let error) = $0 { ClusterBus.log(logger, error, "history read") } }
+            .always { [logger = bus.logger] in if case .failure(let error) = $0 { RedisRefusal.log(logger, error, "history read") } }
             .map { gapReply, reply -> Result<HistoryPage<Publication>, HistoryError> in
                 guard let marker = Self.gapMs(gapReply) else { return .failure(.storeDown) }
                 if marker > 0 && offset.ms <= marker { return .failure(.unavailable) }
@@ -220,8 +220,8 @@ public final class RedisBroker: Broker {
     /// The stream a channel carries. On bytes, like Redis: a name that starts with a combining
     /// mark makes one `Character` of it and the tag's `{`.
     package static func stream(ofChannel channel: String) -> StreamKey? {
-        if let tagged = Self.dropPrefix("relay:room:", of: channel), let room = ClusterBus.untag(tagged) { return .room(room) }
-        if let tagged = Self.dropPrefix("relay:user:", of: channel), let user = ClusterBus.untag(tagged) { return .user(user) }
+        if let tagged = Self.dropPrefix("relay:room:", of: channel), let room = ClusterKeys.untag(tagged) { return .room(room) }
+        if let tagged = Self.dropPrefix("relay:user:", of: channel), let user = ClusterKeys.untag(tagged) { return .user(user) }
         return nil
     }
 

@@ -23,8 +23,8 @@ public final class RedisKeptSessionStore: KeptSessionStore {
         self.maxPerUser = max(1, maxPerUser)
     }
 
-    package static func key(_ pid: String) -> String { "relay:session:" + ClusterBus.tag(pid) }
-    package static func userKey(_ user: String) -> String { "relay:sessions-of:" + ClusterBus.tag(user) }
+    package static func key(_ pid: String) -> String { "relay:session:" + ClusterKeys.tag(pid) }
+    package static func userKey(_ user: String) -> String { "relay:sessions-of:" + ClusterKeys.tag(user) }
 
     /// Lists the record ARGV[1] last under its user (KEYS[1]), expiring with ARGV[2] ms; past
     /// ARGV[3] records the oldest leave the list. Returns the record keys that left (the

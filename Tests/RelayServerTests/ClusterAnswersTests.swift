@@ -300,8 +300,8 @@ final class RedisDirectoryTests: XCTestCase {
         ma.updateUser("bob", devices: 2, disconnectedAt: nil)
         mb.updateUser("bob", devices: 1, disconnectedAt: nil)
         mb.updateUser("carol", devices: 1, disconnectedAt: nil)
-        _ = try a.updatePresence(room: "conversation:1", user: "bob", devices: 2).wait()
-        _ = try b.updatePresence(room: "conversation:2", user: "bob", devices: 1).wait()
+        _ = try a.presence.update(room: "conversation:1", user: "bob", devices: 2).wait()
+        _ = try b.presence.update(room: "conversation:2", user: "bob", devices: 1).wait()
         try settle(a)
         try settle(b)
         let fromA = try users(ma, ["bob", "carol", "dan"], rooms: true)
@@ -317,12 +317,12 @@ final class RedisDirectoryTests: XCTestCase {
         let carol = try users(ma, ["carol"]).value[0]
         XCTAssertFalse(carol.online)
         XCTAssertNotNil(carol.lastSeen, "last seen on the last disconnect (Redis time)")
-        let ttl = try a.redis.send(["PTTL", ClusterBus.directoryKey("carol")]).wait().int ?? -1
+        let ttl = try a.redis.send(["PTTL", ClusterKeys.directory("carol")]).wait().int ?? -1
         XCTAssertGreaterThan(ttl, 0, "an offline user's entry expires")
-        XCTAssertEqual(try a.redis.send(["PTTL", ClusterBus.directoryKey("bob")]).wait().int, -1, "an online user's does not")
+        XCTAssertEqual(try a.redis.send(["PTTL", ClusterKeys.directory("bob")]).wait().int, -1, "an online user's does not")
 
         // Room presence gone → the user's rooms follow.
-        _ = try b.updatePresence(room: "conversation:2", user: "bob", devices: 0).wait()
+        _ = try b.presence.update(room: "conversation:2", user: "bob", devices: 0).wait()
         XCTAssertEqual(try users(ma, ["bob"], rooms: true).value[0].rooms, ["conversation:1"])
     }
 
@@ -332,16 +332,16 @@ final class RedisDirectoryTests: XCTestCase {
         ma.updateUser("bob", devices: 1, disconnectedAt: nil)
         mb.updateUser("bob", devices: 1, disconnectedAt: nil)
         mb.updateUser("carol", devices: 2, disconnectedAt: nil)
-        _ = try b.updatePresence(room: "conversation:9", user: "carol", devices: 2).wait()
+        _ = try b.presence.update(room: "conversation:9", user: "carol", devices: 2).wait()
         try settle(a)
         try settle(b)
-        _ = try a.sweep(node: "nb").wait()
+        _ = try a.sweeper.sweep(node: "nb").wait()
         let answer = try users(ma, ["bob", "carol"], rooms: true).value
         XCTAssertEqual(answer.map(\.devices), [1, 0])
         XCTAssertEqual(answer[1].rooms, [])
         XCTAssertNotNil(answer[1].lastSeen, "swept users were last seen at the sweep")
         XCTAssertNotNil(answer[0].lastSeen, "bob lost a device with the node")
-        XCTAssertEqual(try a.redis.send(["EXISTS", ClusterBus.nodeUsersKey("nb")]).wait().int, 0)
+        XCTAssertEqual(try a.redis.send(["EXISTS", ClusterKeys.nodeUsers("nb")]).wait().int, 0)
     }
 
     func testARestatementReplacesTheNodesUsers() throws {

@@ -224,7 +224,7 @@ final class ReceiptReplicatorTests: XCTestCase {
         let a = try Node("node-a", directory: directory, redis: ca)
         let b = try Node("node-b", directory: directory, redis: cb)
         let both = [a, b]
-        func live() async throws { _ = try await ca.send(["ZADD", ClusterBus.nodesKey, "1", "node-a", "1", "node-b"]).get() }
+        func live() async throws { _ = try await ca.send(["ZADD", ClusterKeys.nodes, "1", "node-a", "1", "node-b"]).get() }
         try await live()
 
         let early = (0..<20).map { "early-\($0)" }

@@ -43,29 +43,29 @@ final class RedisClusterSlotTests: XCTestCase {
     func testPresenceStepsEachTouchOneSlot() {
         for room in names {
             for user in names {
-                let c = ClusterBus.presenceCommands(node: "node-a", room: room, user: user, devices: 2)
+                let c = ClusterPresenceStore.commands(node: "node-a", room: room, user: user, devices: 2)
                 oneSlot(keys(of: c.script), "updatePresence \(room) \(user)")
-                XCTAssertEqual(RedisHashSlot.slot(of: keys(of: c.script)[0]), RedisHashSlot.slot(of: ClusterBus.roomChannel(room)), "the room's keys are in its channel's slot")
-                XCTAssertEqual(c.nodeRooms?[1], ClusterBus.nodeRoomsKey("node-a"))
-                XCTAssertEqual(c.userRooms[1], ClusterBus.userRoomsKey(user))
+                XCTAssertEqual(RedisHashSlot.slot(of: keys(of: c.script)[0]), RedisHashSlot.slot(of: ClusterKeys.roomChannel(room)), "the room's keys are in its channel's slot")
+                XCTAssertEqual(c.nodeRooms?[1], ClusterKeys.nodeRooms("node-a"))
+                XCTAssertEqual(c.userRooms[1], ClusterKeys.userRooms(user))
                 XCTAssertEqual(c.userRooms[0], "HSET")
-                let gone = ClusterBus.presenceCommands(node: "node-a", room: room, user: user, devices: 0)
+                let gone = ClusterPresenceStore.commands(node: "node-a", room: room, user: user, devices: 0)
                 XCTAssertNil(gone.nodeRooms)
                 XCTAssertEqual(gone.userRooms[0], "HDEL")
-                XCTAssertEqual(ClusterBus.room(ofUserRoomField: ClusterBus.userRoomField(room: room, node: "node-a")), room)
+                XCTAssertEqual(ClusterKeys.room(ofUserRoomField: ClusterKeys.userRoomField(room: room, node: "node-a")), room)
             }
-            oneSlot(keys(of: ClusterBus.sweepRoomCommand(node: "node-b", room: room)), "sweepRoom \(room)")
+            oneSlot(keys(of: NodeSweeper.sweepRoomCommand(node: "node-b", room: room)), "sweepRoom \(room)")
         }
-        oneSlot(keys(of: ClusterBus.heartbeatCommand(node: "node-a", ttlMs: 6_000)), "heartbeat")
+        oneSlot(keys(of: NodeSweeper.heartbeatCommand(node: "node-a", ttlMs: 6_000)), "heartbeat")
     }
 
     func testDirectoryScriptsTouchOneUsersSlot() {
         for user in names {
             for node in names {
-                let update = keys(of: ClusterBus.updateUserCommand(node: node, user: user, devices: 1, disconnected: false))
-                let drop = keys(of: ClusterBus.dropNodeCommand(node: node, user: user, rooms: true))
+                let update = keys(of: ClusterDirectory.updateUserCommand(node: node, user: user, devices: 1, disconnected: false))
+                let drop = keys(of: ClusterDirectory.dropNodeCommand(node: node, user: user, rooms: true))
                 XCTAssertEqual(oneSlot(update, "updateUser"), oneSlot(drop, "dropNode"))
-                XCTAssertEqual(drop, [ClusterBus.directoryKey(user), ClusterBus.userRoomsKey(user)])
+                XCTAssertEqual(drop, [ClusterKeys.directory(user), ClusterKeys.userRooms(user)])
             }
         }
     }
@@ -148,7 +148,8 @@ final class RedisClusterSlotTests: XCTestCase {
     func testEveryEvalCallSiteIsChecked() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let files = [
-            "Sources/RelayCluster/ClusterBus.swift", "Sources/RelayCluster/ClusterBus+Directory.swift", "Sources/RelayCluster/ClusterScripts.swift",
+            "Sources/RelayCluster/ClusterBus.swift", "Sources/RelayCluster/ClusterPresenceStore.swift", "Sources/RelayCluster/ClusterDirectory.swift",
+            "Sources/RelayCluster/NodeSweeper.swift", "Sources/RelayCluster/ClusterScripts.swift",
             "Sources/RelayCluster/DirectoryScripts.swift", "Sources/RelayCluster/HistoryScripts.swift", "Sources/RelayCluster/RedisBroker.swift",
             "Sources/RelayCluster/RedisPresenceManager.swift", "Sources/RelayCluster/RedisKeptSessionStore.swift",
             "Sources/RelayServer/Webhooks/WebhookScripts.swift", "Sources/RelayServer/Webhooks/Webhooks.swift",

@@ -72,7 +72,7 @@ AIMED_AT_RELAY_KEYS = ["relay:nodes", "relay:revoked", "relay:receipts", "relay:
 
 # Names that are one `Character` with the tag's brace in Swift but separate bytes to Redis: a
 # `}` then a combining mark, a leading combining mark, a trailing U+0600. Once mis-delivered
-# (tags and channels were cut by Character); `ClusterBus.tag`/`untag` now work on bytes.
+# (tags and channels were cut by Character); `ClusterKeys.tag`/`untag` now work on bytes.
 
 ROOM_CASES = [
     pytest.param(["conversation:{relay}", "conversation:relay", "conversation:{relay", "conversation:relay}"], id="braces-around"),
@@ -99,7 +99,7 @@ USER_CASES = [
 
 
 def tag(name: str) -> str:
-    """The hash tag Relay puts around a name (docs/PROTOCOL.md; `ClusterBus.tag`): `{name}`, and
+    """The hash tag Relay puts around a name (docs/PROTOCOL.md; `ClusterKeys.tag`): `{name}`, and
     `{\\x1f}…}` for a name whose first byte is `}`."""
     return "{\x1f" + name + "}" if name.startswith("}") else "{" + name + "}"
 

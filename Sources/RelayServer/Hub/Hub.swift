@@ -101,7 +101,7 @@ public final class Hub: Sendable {
             presence?.restate()
             revocations?.load(on: timerLoop)
         }
-        backends.cluster?.onPresenceGone = { [weak presence] room, user in presence?.clusterLeft(room: room, user: user) }
+        backends.cluster?.sweeper.onPresenceGone = { [weak presence] room, user in presence?.clusterLeft(room: room, user: user) }
     }
 
     /// The partition of the loop a channel lives on.

@@ -12,10 +12,10 @@ import RelayCluster
 /// only by that node and by its sweeper, with plain SADD before the member's script when it
 /// becomes present and SREM after it when it is gone, so a sweep never misses a member).
 enum WebhookScripts {
-    static func userKey(_ user: String) -> String { "relay:wh:user:" + ClusterBus.tag(user) }
-    static func roomKey(_ room: String) -> String { "relay:wh:room:" + ClusterBus.tag(room) }
-    static func nodeUsers(_ node: String) -> String { "relay:wh:node-users:" + ClusterBus.tag(node) }
-    static func nodeRooms(_ node: String) -> String { "relay:wh:node-rooms:" + ClusterBus.tag(node) }
+    static func userKey(_ user: String) -> String { "relay:wh:user:" + ClusterKeys.tag(user) }
+    static func roomKey(_ room: String) -> String { "relay:wh:room:" + ClusterKeys.tag(room) }
+    static func nodeUsers(_ node: String) -> String { "relay:wh:node-users:" + ClusterKeys.tag(node) }
+    static func nodeRooms(_ node: String) -> String { "relay:wh:node-rooms:" + ClusterKeys.tag(node) }
 
     /// KEYS: the hash. ARGV: node, 1 (present) or 0 (gone).
     /// Returns {before, after, since, now}: nodes holding the member before and after, when it

@@ -53,7 +53,7 @@ public final class Webhooks: Sendable {
     public static func make(settings: WebhookSettings, nodeID: String, cluster: ClusterBus?, clock: RelayClock, metrics: RelayMetrics, logger: Logger) -> Webhooks? {
         guard settings.isEnabled else { return nil }
         let webhooks = Webhooks(settings: settings, nodeID: nodeID, cluster: cluster, clock: clock, registry: metrics.registry, logger: logger)
-        cluster?.onSweepClaimed = { [weak webhooks] dead in _ = webhooks?.sweep(node: dead) }
+        cluster?.sweeper.onSweepClaimed = { [weak webhooks] dead in _ = webhooks?.sweep(node: dead) }
         cluster?.onLinkRestored = { [weak webhooks] in webhooks?.linkUp() }
         return webhooks
     }
@@ -121,9 +121,9 @@ public final class Webhooks: Sendable {
     private func send(_ kind: Kind, _ name: String, present: Bool, bus: ClusterBus) {
         let commands = WebhookScripts.setPresentCommands(kind, name, node: bus.nodeID, present: present)
         // Pipelined on one connection, in this order (see WebhookScripts).
-        if let before = commands.before { bus.redis.send(before).whenFailure { [logger] in ClusterBus.log(logger, $0, "webhook node set") } }
+        if let before = commands.before { bus.redis.send(before).whenFailure { [logger] in RedisRefusal.log(logger, $0, "webhook node set") } }
         let script = bus.redis.send(commands.script)
-        if let after = commands.after { bus.redis.send(after).whenFailure { [logger] in ClusterBus.log(logger, $0, "webhook node set") } }
+        if let after = commands.after { bus.redis.send(after).whenFailure { [logger] in RedisRefusal.log(logger, $0, "webhook node set") } }
         script.whenComplete { result in
             switch result {
             case .success(let reply):
@@ -139,7 +139,7 @@ public final class Webhooks: Sendable {
                     self.enqueue(kind, name, present: false, onlineMs: now - since, ts: now)
                 }
             case .failure(let error):
-                ClusterBus.log(self.logger, error, "webhook presence")
+                RedisRefusal.log(self.logger, error, "webhook presence")
                 // Restated (with whatever this node then holds) when the link is back.
                 self.state.withLockedValue { s in
                     switch kind {

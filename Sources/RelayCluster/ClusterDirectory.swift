@@ -1,4 +1,6 @@
+import Logging
 import NIOCore
+import RelayBackends
 import RelayCore
 import RelayRedis
 
@@ -9,21 +11,32 @@ import RelayRedis
 /// (`relay:node-users:{node}`, its own slot) is written with plain SADD/SREM around them: SADD
 /// before a user's script, SREM after, so a sweep that finds the set finds every user the node
 /// may have sockets of. Only this node (and the sweeper of a dead node) writes its set.
-extension ClusterBus {
-    package static func directoryKey(_ user: String) -> String { "relay:directory:" + tag(user) }
-    package static func userRoomsKey(_ user: String) -> String { "relay:user-rooms:" + tag(user) }
-    package static func nodeUsersKey(_ node: String) -> String { "relay:node-users:" + tag(node) }
+package final class ClusterDirectory: Sendable {
     /// How long a user's last seen is kept after their last socket went away.
     package static let lastSeenRetentionMs = LastSeenBook.defaultRetentionMs
 
+    let nodeID: String
+    let redis: RedisClient
+    let logger: Logger
+    /// The users this node has told the directory it has sockets of (its `relay:node-users`
+    /// set as this node wrote it). Directory writes are sent under this lock, so a restatement
+    /// and the connects and disconnects around it reach Redis in order.
+    package let statedUsers = AuditedLock<Set<String>>([])
+
+    init(nodeID: String, redis: RedisClient, logger: Logger) {
+        self.nodeID = nodeID
+        self.redis = redis
+        self.logger = logger
+    }
+
     /// One user's directory update on `node`.
     package static func updateUserCommand(node: String, user: String, devices: Int, disconnected: Bool) -> [String] {
-        ["EVAL", DirectoryScripts.updateUser, "1", directoryKey(user), node, String(devices), disconnected ? "1" : "0", String(lastSeenRetentionMs)]
+        ["EVAL", DirectoryScripts.updateUser, "1", ClusterKeys.directory(user), node, String(devices), disconnected ? "1" : "0", String(lastSeenRetentionMs)]
     }
 
     /// `node`'s sockets of `user` are gone (`rooms`: its fields of the user's rooms too).
     package static func dropNodeCommand(node: String, user: String, rooms: Bool) -> [String] {
-        ["EVAL", DirectoryScripts.dropNode, "2", directoryKey(user), userRoomsKey(user), node, String(lastSeenRetentionMs), rooms ? "1" : "0"]
+        ["EVAL", DirectoryScripts.dropNode, "2", ClusterKeys.directory(user), ClusterKeys.userRooms(user), node, String(lastSeenRetentionMs), rooms ? "1" : "0"]
     }
 
     /// This node has `devices` sockets of `user` now (`disconnected`: one just went away).
@@ -33,82 +46,63 @@ extension ClusterBus {
         statedUsers.withLockedValue { stated in
             if devices > 0 {
                 stated.insert(user)
-                send(["SADD", Self.nodeUsersKey(node), user], "node users")
+                send(["SADD", ClusterKeys.nodeUsers(node), user], "node users")
                 send(Self.updateUserCommand(node: node, user: user, devices: devices, disconnected: disconnected), "directory")
             } else {
                 stated.remove(user)
                 send(Self.updateUserCommand(node: node, user: user, devices: devices, disconnected: disconnected), "directory")
-                send(["SREM", Self.nodeUsersKey(node), user], "node users")
+                send(["SREM", ClusterKeys.nodeUsers(node), user], "node users")
             }
         }
     }
 
     /// Sends a command whose answer is not needed; logs a refusal.
     private func send(_ command: [String], _ what: String) {
-        redis.send(command).whenFailure { [logger] in Self.log(logger, $0, what) }
+        redis.send(command).whenFailure { [logger] in RedisRefusal.log(logger, $0, what) }
     }
 
     /// Each user's sockets on all nodes and last disconnect (ms), in `users`' order (one
     /// pipelined read per user: each user's key is in its own slot).
     package func readUsers(_ users: [String]) -> EventLoopFuture<[(devices: Int, lastSeen: Int64?)]> {
         let reads = users.map { user in
-            redis.send(["HGETALL", Self.directoryKey(user)]).map { reply -> (devices: Int, lastSeen: Int64?) in
+            redis.send(["HGETALL", ClusterKeys.directory(user)]).map { reply -> (devices: Int, lastSeen: Int64?) in
                 var devices = 0
                 var last: Int64?
-                for entry in Self.fields(reply) {
-                    if entry.field == "seen" {
-                        last = Int64(entry.value)
-                    } else if entry.field.hasPrefix("n:"), let n = Int(entry.value) {
+                for (key, value) in reply.pairs {
+                    guard let field = key.string, let text = value.string else { continue }
+                    if field == "seen" {
+                        last = Int64(text)
+                    } else if field.hasPrefix("n:"), let n = Int(text) {
                         devices += n
                     }
                 }
                 return (devices, last)
             }
         }
-        return EventLoopFuture.whenAllSucceed(reads, on: eventLoop)
-    }
-
-    /// `field → value` from a RESP3 map or a RESP2 flat array (entries that are not text skipped).
-    package static func fields(_ value: RESPValue) -> [(field: String, value: String)] {
-        var out: [(field: String, value: String)] = []
-        if case .map(let pairs) = value {
-            for (k, v) in pairs { if let f = k.string, let t = v.string { out.append((f, t)) } }
-        } else if let flat = value.elements {
-            var i = 0
-            while i + 1 < flat.count {
-                if let f = flat[i].string, let t = flat[i + 1].string { out.append((f, t)) }
-                i += 2
-            }
-        }
-        return out
+        return EventLoopFuture.whenAllSucceed(reads, on: redis.eventLoop)
     }
 
     /// The rooms each user has presence in, on any node, sorted (one pipelined read per user;
     /// the fields are `room\u{1F}node`).
     package func userRooms(_ users: [String]) -> EventLoopFuture<[[String]]> {
         let reads = users.map { user in
-            redis.send(["HKEYS", Self.userRoomsKey(user)]).map { reply in
-                Set((reply.elements ?? []).compactMap(\.string).compactMap(Self.room(ofUserRoomField:))).sorted()
+            redis.send(["HKEYS", ClusterKeys.userRooms(user)]).map { reply in
+                Set((reply.elements ?? []).compactMap(\.string).compactMap(ClusterKeys.room(ofUserRoomField:))).sorted()
             }
         }
-        return EventLoopFuture.whenAllSucceed(reads, on: eventLoop)
-    }
-
-    /// The room of a `room\u{1F}node` field (the node id has no U+001F; a room may).
-    package static func room(ofUserRoomField field: String) -> String? {
-        guard let separator = field.lastIndex(of: "\u{1F}") else { return nil }
-        return String(field[..<separator])
+        return EventLoopFuture.whenAllSucceed(reads, on: redis.eventLoop)
     }
 
     /// Removes a dead (or stopping) node's sockets from the directory, with its fields of its
     /// users' rooms: one script per user (pipelined), then the swept users leave its set.
     package func sweepUsers(node: String) -> EventLoopFuture<Void> {
-        redis.send(["SMEMBERS", Self.nodeUsersKey(node)]).flatMap { reply in
+        let redis = redis
+        return redis.send(["SMEMBERS", ClusterKeys.nodeUsers(node)]).flatMap { reply in
             let users = (reply.elements ?? []).compactMap(\.string)
-            guard !users.isEmpty else { return self.eventLoop.makeSucceededVoidFuture() }
-            let drops = users.map { self.redis.send(Self.dropNodeCommand(node: node, user: $0, rooms: true)) }
-            return EventLoopFuture.whenAllSucceed(drops, on: self.eventLoop).flatMap { _ in
-                self.redis.send(["SREM", Self.nodeUsersKey(node)] + users).map { _ in () }
+            guard !users.isEmpty else { return redis.eventLoop.makeSucceededVoidFuture() }
+            let drops = users.map { redis.send(Self.dropNodeCommand(node: node, user: $0, rooms: true)) }
+            return EventLoopFuture.whenAllSucceed(drops, on: redis.eventLoop).flatMap { _ in
+                redis.send(["SREM", ClusterKeys.nodeUsers(node)] + users).map { _ in () }
             }
         }
     }
@@ -128,22 +122,22 @@ extension ClusterBus {
             for user in gone {
                 send(Self.dropNodeCommand(node: node, user: user, rooms: false), "directory")
             }
-            if !gone.isEmpty { send(["SREM", Self.nodeUsersKey(node)] + gone, "node users") }
+            if !gone.isEmpty { send(["SREM", ClusterKeys.nodeUsers(node)] + gone, "node users") }
             let users = keep.keys.sorted()
-            if !users.isEmpty { send(["SADD", Self.nodeUsersKey(node)] + users, "node users") }
+            if !users.isEmpty { send(["SADD", ClusterKeys.nodeUsers(node)] + users, "node users") }
             for user in users {
                 send(Self.updateUserCommand(node: node, user: user, devices: keep[user] ?? 0, disconnected: false), "directory")
             }
             stated = Set(users)
         }
-        redis.send(["SMEMBERS", Self.nodeUsersKey(node)]).whenSuccess { reply in
+        redis.send(["SMEMBERS", ClusterKeys.nodeUsers(node)]).whenSuccess { reply in
             let listed = (reply.elements ?? []).compactMap(\.string)
             self.statedUsers.withLockedValue { stated in
                 let stale = listed.filter { !stated.contains($0) }
                 for user in stale {
                     self.send(Self.dropNodeCommand(node: node, user: user, rooms: false), "directory")
                 }
-                if !stale.isEmpty { self.send(["SREM", Self.nodeUsersKey(node)] + stale, "node users") }
+                if !stale.isEmpty { self.send(["SREM", ClusterKeys.nodeUsers(node)] + stale, "node users") }
             }
         }
     }
