@@ -250,7 +250,7 @@ public final class RedisClient: @unchecked Sendable {
     public func unsubscribe(_ names: [String]) {
         eventLoop.execute {
             for (address, gone) in self.subscriptions.remove(names) {
-                for group in self.commandGroups(gone) { self.links[address]?.writeSubscriber([self.shardedPubSub ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"] + group) }
+                for group in RedisSubscriptions.commandGroups(gone, bySlot: self.subscriptionsBySlot) { self.links[address]?.writeSubscriber([self.shardedPubSub ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"] + group) }
             }
         }
     }
@@ -264,17 +264,13 @@ public final class RedisClient: @unchecked Sendable {
             return owner
         }
         let (subscribe, unsubscribe) = shardedPubSub ? ("SSUBSCRIBE", "SUNSUBSCRIBE") : ("SUBSCRIBE", "UNSUBSCRIBE")
+        let bySlot = subscriptionsBySlot
         for (address, gone) in plan.unsubscribe where links[address]?.isUp == true {
-            for group in commandGroups(gone) { links[address]?.writeSubscriber([unsubscribe] + group) }
+            for group in RedisSubscriptions.commandGroups(gone, bySlot: bySlot) { links[address]?.writeSubscriber([unsubscribe] + group) }
         }
         for (address, new) in plan.subscribe {
-            for group in commandGroups(new) { links[address]?.writeSubscriber([subscribe] + group) }
+            for group in RedisSubscriptions.commandGroups(new, bySlot: bySlot) { links[address]?.writeSubscriber([subscribe] + group) }
         }
-    }
-
-    /// Channels in groups one (S)SUBSCRIBE may carry: one slot each for sharded pub/sub in a cluster.
-    private func commandGroups(_ names: [String]) -> [[String]] {
-        RedisSubscriptions.commandGroups(names, bySlot: masters.topology == .cluster && shardedPubSub)
     }
 
     private func handleSubscriberMessage(_ value: RESPValue, from address: RedisEndpoint.Address) {
@@ -300,6 +296,8 @@ public final class RedisClient: @unchecked Sendable {
 
     private var anyLink: RedisNodeLink? { masters.slotMap.masters.lazy.compactMap { self.links[$0] }.first { $0.isUp } }
     private var shardedPubSub: Bool { anyLink?.shardedPubSub ?? false }
+    /// Channels go in groups of one slot each to one (S)SUBSCRIBE: sharded pub/sub in a cluster.
+    private var subscriptionsBySlot: Bool { masters.topology == .cluster && shardedPubSub }
 
     // MARK: Topology
 
@@ -344,7 +342,8 @@ public final class RedisClient: @unchecked Sendable {
             return
         }
         refreshes.running = true
-        discover().flatMap { map -> EventLoopFuture<Void> in
+        discover().flatMap { map, topology -> EventLoopFuture<Void> in
+            self.masters.topology = topology
             self.adopt(map)
             let missing = map.masters.filter { self.links[$0]?.isUp != true }
             let connects = missing.map { self.connectLink($0).map { _ in () }.recover { _ in () } }
@@ -413,80 +412,12 @@ public final class RedisClient: @unchecked Sendable {
         handlers?.onLinkChange(now)
     }
 
-    /// The current masters: from the sentinels, from a cluster node, or the one Redis.
-    private func discover() -> EventLoopFuture<RedisSlotMap> {
-        if let master = endpoint.sentinelMaster {
-            return askSentinels(for: master, from: endpoint.addresses[...]).flatMap { address in
-                self.connectLink(address).flatMap { link in
-                    self.ask(link, ["ROLE"]).flatMapThrowing { role in
-                        // A sentinel may name a master that has not finished its promotion yet.
-                        guard role.elements?.first?.string == "master" else { throw RESPError.server("not a master yet") }
-                        self.masters.topology = .sentinel
-                        return RedisSlotMap(single: address)
-                    }
-                }
-            }
-        }
-        // Known masters first, then the seeds, then every node the last map named.
-        var candidates: [RedisEndpoint.Address] = masters.slotMap.masters.filter { links[$0]?.isUp == true }
-        for address in endpoint.addresses + masters.slotMap.nodes where !candidates.contains(address) { candidates.append(address) }
-        return askForSlots(candidates[...])
-    }
-
-    private func askForSlots(_ candidates: ArraySlice<RedisEndpoint.Address>) -> EventLoopFuture<RedisSlotMap> {
-        guard let address = candidates.first else { return eventLoop.makeFailedFuture(RESPError.unavailable) }
-        return connectLink(address).flatMap { link in
-            self.ask(link, ["CLUSTER", "SLOTS"]).flatMapThrowing { reply -> RedisSlotMap in
-                guard let map = RedisSlotMap(clusterSlots: reply, answeredBy: address), !map.masters.isEmpty else {
-                    throw RESPError.server("no cluster slot map")
-                }
-                self.masters.topology = .cluster
-                return map
-            }.flatMapError { error in
-                // Not a cluster: this is the one Redis.
-                if case RESPError.server(let message) = error, message.contains("cluster support disabled") {
-                    self.masters.topology = .single
-                    return self.eventLoop.makeSucceededFuture(RedisSlotMap(single: address))
-                }
-                return self.eventLoop.makeFailedFuture(error)
-            }
-        }.flatMapError { _ in self.askForSlots(candidates.dropFirst()) }
-    }
-
-    /// A topology question on one link, bounded by the command timeout: a server that does not
-    /// answer is treated as gone (so a refresh can never wait forever).
-    private func ask(_ link: RedisNodeLink, _ args: [String]) -> EventLoopFuture<RESPValue> {
-        let promise = eventLoop.makePromise(of: RESPValue.self)
-        let timer = eventLoop.scheduleTask(in: options.commandTimeout) {
-            promise.fail(RESPError.unavailable)
-            self.stalled(link)
-        }
-        link.send(args).whenComplete { result in
-            timer.cancel()
-            promise.completeWith(result)
-        }
-        return promise.futureResult
-    }
-
-    /// `SENTINEL get-master-addr-by-name` of each sentinel in turn, on a connection of its own.
-    private func askSentinels(for master: String, from sentinels: ArraySlice<RedisEndpoint.Address>) -> EventLoopFuture<RedisEndpoint.Address> {
-        guard let sentinel = sentinels.first else { return eventLoop.makeFailedFuture(RESPError.unavailable) }
-        let loop = eventLoop
-        return RedisNodeLink.bootstrap(loop, timeout: options.connectTimeout) { _ in }.connect(host: sentinel.host, port: sentinel.port).flatMap { channel in
-            var bytes = channel.allocator.buffer(capacity: 64)
-            RESPParser.encodeCommand(["SENTINEL", "get-master-addr-by-name", master], into: &bytes)
-            let promise = loop.makePromise(of: RESPValue.self)
-            channel.writeAndFlush(RedisConnectionHandler.RedisRequest(bytes: bytes, promise: promise), promise: nil)
-            let timeout = loop.scheduleTask(in: self.options.connectTimeout) { promise.fail(RESPError.unavailable) }
-            return promise.futureResult.always { _ in
-                timeout.cancel()
-                channel.close(promise: nil)
-            }
-        }.flatMapThrowing { reply -> RedisEndpoint.Address in
-            guard let parts = reply.elements, parts.count == 2, let host = parts[0].string, let port = parts[1].string.flatMap({ Int($0) }),
-                (1...65535).contains(port), !host.isEmpty
-            else { throw RESPError.server("sentinel does not know master \(master)") }
-            return RedisEndpoint.Address(host: host, port: port)
-        }.flatMapError { _ in self.askSentinels(for: master, from: sentinels.dropFirst()) }
+    /// The current masters: from the sentinels, from a cluster node, or the one Redis (known
+    /// masters first, then the seeds, then every node the last map named).
+    private func discover() -> EventLoopFuture<(RedisSlotMap, Topology)> {
+        let probe = RedisTopologyProbe(
+            endpoint: endpoint, eventLoop: eventLoop, options: options,
+            connect: { address in self.connectLink(address) }, stalled: { link in self.stalled(link) })
+        return probe.discover(known: masters.slotMap.masters.filter { links[$0]?.isUp == true }, lastNodes: masters.slotMap.nodes)
     }
 }

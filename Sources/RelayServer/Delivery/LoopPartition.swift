@@ -90,35 +90,39 @@ public final class LoopPartition: @unchecked Sendable {
     // socket after the stream's earlier events. Those may wait in this loop's inbox, so it is
     // normally posted there too, even from this loop: one more task per event. When a publish
     // on this loop finds the inbox empty and no batch running, nothing of the stream can be
-    // ahead of it here: it is kept in `inlineSlot` and run as soon as the broker's lock is
+    // ahead of it here: it is kept in `inline.kept` and run as soon as the broker's lock is
     // released, still before this loop runs any task posted meanwhile.
-    /// Set by `beginInlinePublish` while a publish on this loop may keep its local delivery.
-    private var acceptsInline = false
-    private var inlineSlot: PartitionDelivery?
+    private struct InlinePublish {
+        /// Set by `beginInlinePublish` while a publish on this loop may keep its local delivery.
+        var open = false
+        /// The delivery kept, run by `endInlinePublish`.
+        var kept: PartitionDelivery?
+    }
+    private var inline = InlinePublish()
 
     /// Opens a publish on this loop whose local delivery may run inline; pass the result to
     /// `endInlinePublish`. Called on this loop.
     func beginInlinePublish() -> Bool {
-        let previous = acceptsInline
-        acceptsInline = true
+        let previous = inline.open
+        inline.open = true
         return previous
     }
 
     /// Keeps a stamped delivery to run when the publish ends, when nothing can be ahead of it on
     /// this loop; `false` when it must be posted. Called under the stream's lock, on any thread.
     func keepInline(_ delivery: PartitionDelivery) -> Bool {
-        guard eventLoop.inEventLoop, acceptsInline, inlineSlot == nil, !draining, !flushesAtOnce else { return false }
+        guard eventLoop.inEventLoop, inline.open, inline.kept == nil, !draining, !flushesAtOnce else { return false }
         guard inbox.withLockedValue({ $0.count == 0 }) else { return false }
-        inlineSlot = delivery
+        inline.kept = delivery
         return true
     }
 
     /// Ends the publish `beginInlinePublish` opened and runs the delivery it kept, if any (the
     /// broker's lock is released by now).
     func endInlinePublish(_ previous: Bool) {
-        acceptsInline = previous
-        guard let delivery = inlineSlot else { return }
-        inlineSlot = nil
+        inline.open = previous
+        guard let delivery = inline.kept else { return }
+        inline.kept = nil
         perform(delivery)
     }
     /// Set while a larger batch runs: its sockets are flushed when the batch ends.

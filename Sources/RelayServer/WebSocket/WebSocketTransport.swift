@@ -31,21 +31,34 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     private var readyFrames: ReadyFramePath?
     /// The socket's frame codec, told the frame limit in force (`nil` in tests without one).
     private var codec: WebSocketFrameCodec?
-    /// The channel's writability, as its last `channelWritabilityChanged` said (read per
-    /// delivery: cheaper than asking the channel).
-    private var writable = true
     var partition: LoopPartition?
     /// The session: its own (a new session) or a polling session's (an upgrade probe).
     private(set) var link: SessionLink?
     private var outbound: OutboundQueue<OutboundMessage>
     /// Frames into messages, under the pre-authentication limits until CONNECT succeeded.
     private var inbound: InboundAssembly
-    /// A WebSocket pong owed to the peer while the socket was not writable: only the latest
-    /// ping is answered (RFC 6455 §5.5.3), so a ping flood cannot grow the write buffer.
-    private var pendingPong: ByteBuffer?
-    private var needsFlush = false
-    private(set) var closing = false
-    private var reportedClosed = false
+    private var writes = WriteState()
+    private var ending = Ending.open
+
+    /// What the write side knows between calls.
+    private struct WriteState {
+        /// The channel's writability, as its last `channelWritabilityChanged` said (read per
+        /// delivery: cheaper than asking the channel).
+        var writable = true
+        /// Written and not flushed yet.
+        var needsFlush = false
+        /// A WebSocket pong owed to the peer while the socket was not writable: only the latest
+        /// ping is answered (RFC 6455 §5.5.3), so a ping flood cannot grow the write buffer.
+        var pendingPong: ByteBuffer?
+    }
+
+    private enum Ending {
+        case open
+        /// The relay's close frame is on its way: nothing more is read or sent.
+        case closing
+        /// The channel is gone and the session told.
+        case tornDown
+    }
 
     var configuration: RelayConfiguration { relay.configuration }
     var hub: Hub { relay.hub }
@@ -77,7 +90,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         let encoder = (try? pipeline.context(handlerType: WebSocketFrameCodec.self)) ?? (try? pipeline.context(handlerType: WebSocketFrameEncoder.self))
         self.readyFrames = encoder.map(ReadyFramePath.init)
         self.codec = try? pipeline.handler(type: WebSocketFrameCodec.self)
-        self.writable = context.channel.isWritable
+        self.writes.writable = context.channel.isWritable
         self.partition = hub.partition(for: context.eventLoop)
         switch start {
         case .upgrade(let polling)?:
@@ -103,13 +116,13 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     }
 
     private func teardown() {
-        guard !reportedClosed else { return }
-        reportedClosed = true
+        guard ending != .tornDown else { return }
+        ending = .tornDown
         readyFrames = nil
         codec = nil
         if outbound.count > 0 { hub.metrics.delivery.dropped.increment(by: Int64(outbound.count)) }
         outbound.removeAll()
-        pendingPong = nil
+        writes.pendingPong = nil
         link?.transportClosed()
         link = nil
     }
@@ -118,7 +131,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        guard !closing else { return }
+        guard ending == .open else { return }
         // Messages are held to the session's limit in force (`apply`).
         let output = inbound.read(frame, allocator: context.channel.allocator) { limit in
             WebSocketMessageReader(maxMessageBytes: limit, inflater: deflate != nil ? partition?.inflater : nil, messagesAsBytes: true)
@@ -154,12 +167,12 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     /// Answers a WebSocket ping at once when the socket drains, else remembers only the latest.
     private func answerPing(_ data: ByteBuffer, context: ChannelHandlerContext) {
-        if outbound.isEmpty && pendingPong == nil && context.channel.isWritable {
+        if outbound.isEmpty && writes.pendingPong == nil && context.channel.isWritable {
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: data)), promise: nil)
-            needsFlush = true
+            writes.needsFlush = true
             flush()
         } else {
-            pendingPong = data
+            writes.pendingPong = data
         }
     }
 
@@ -186,9 +199,9 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     // MARK: Outbound
 
     func send(_ message: OutboundMessage) {
-        guard !closing else { return }
+        guard ending == .open else { return }
         assert(LockAudit.noneHeld(), "a lock is held across a socket write")
-        if writable && outbound.isEmpty {
+        if writes.writable && outbound.isEmpty {
             // The fan-out's path, before the transport's own context is even read: in a room of
             // thousands every object a delivery touches is a cache miss.
             if writeReadyFrame(message) { return }
@@ -220,7 +233,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         for attachment in message.attachments {
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: attachment)), promise: nil)
         }
-        needsFlush = true
+        writes.needsFlush = true
     }
 
     /// Writes the fan-out's ready-made frame from the encoder's context; `false` when this
@@ -228,7 +241,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     private func writeReadyFrame(_ message: OutboundMessage) -> Bool {
         guard let readyFrames, let frame = preparedFrame(for: message) else { return false }
         readyFrames.context.write(NIOAny(frame), promise: nil)
-        needsFlush = true
+        writes.needsFlush = true
         return true
     }
 
@@ -267,12 +280,12 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     func flush() {
         assert(LockAudit.noneHeld(), "a lock is held across a socket flush")
-        guard needsFlush else { return }
+        guard writes.needsFlush else { return }
         if let readyFrames {
-            needsFlush = false
+            writes.needsFlush = false
             readyFrames.context.flush()
         } else if let context {
-            needsFlush = false
+            writes.needsFlush = false
             context.flush()
         }
     }
@@ -281,20 +294,20 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         // Stop reading from a peer that does not read what we write: whatever it sends would
         // only make more replies to buffer. Reading resumes once the writes drain.
         let writable = context.channel.isWritable
-        self.writable = writable
-        if !closing { try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: writable) }
+        self.writes.writable = writable
+        if ending == .open { try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: writable) }
         drainOutbound()
         context.fireChannelWritabilityChanged()
     }
 
     private func drainOutbound() {
         guard let context else { return }
-        if let pong = pendingPong, writable {
-            pendingPong = nil
+        if let pong = writes.pendingPong, writes.writable {
+            writes.pendingPong = nil
             context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: pong)), promise: nil)
-            needsFlush = true
+            writes.needsFlush = true
         }
-        while writable, let message = outbound.dequeue() {
+        while writes.writable, let message = outbound.dequeue() {
             write(message, context: context)
         }
         flush()
@@ -302,8 +315,8 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
 
     /// Sends a close frame with `code`, then closes the channel.
     func close(code: UInt16, reason: String) {
-        guard !closing, let context else { return }
-        closing = true
+        guard ending == .open, let context else { return }
+        ending = .closing
         flush()
         var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.writeInteger(code)
