@@ -95,4 +95,9 @@ public struct RelayError: Error, Equatable, Sendable {
     public var ackPayload: JSONValue {
         .object([("ok", .bool(false)), ("error", json)])
     }
+
+    /// `{"message","data":{"code"}}`, the CONNECT_ERROR (`44`) shape the Socket.IO clients read.
+    public var connectErrorPayload: JSONValue {
+        .object([("message", .string(message)), ("data", .object([("code", .string(code.rawValue))]))])
+    }
 }

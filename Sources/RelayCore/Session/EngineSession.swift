@@ -115,24 +115,6 @@ public struct EngineSession: Sendable {
         self.inbound = InboundBudget(limits: configuration.budgets.inbound, now: now)
     }
 
-    /// Runs `body` on the assembler of binary packets: the one collecting (or skipping) a binary
-    /// packet's attachments, or an idle one. Kept afterwards only while it is not idle.
-    private mutating func withAssembler<Result>(
-        _ body: (inout BinaryPacketAssembler) throws(ProtocolError) -> Result
-    ) throws(ProtocolError) -> Result {
-        var assembler: BinaryPacketAssembler
-        if case .some(let pending) = binary {
-            assembler = pending
-        } else {
-            // A binary event is held to the event limit too (its base64 cost is checked once
-            // whole): the assembler never keeps more than one event may carry.
-            let c = configuration
-            assembler = BinaryPacketAssembler(maxPayload: min(c.maxPayload, c.maxEventBytes), maxAttachments: c.maxAttachments)
-        }
-        defer { binary = assembler.isAwaitingAttachments || assembler.remainingSkips > 0 ? .some(assembler) : .none }
-        return try body(&assembler)
-    }
-
     /// A new Socket.IO socket on this Engine.IO session (a CONNECT after a `41`) gets its own
     /// id, as the reference server gives one per connect: logs and the admin API tell the two
     /// sockets apart. Only between sockets.
@@ -172,12 +154,7 @@ public struct EngineSession: Sendable {
     /// The inbound limits that hold in the current state: `maxPayload` once connected, the small
     /// pre-authentication size before CONNECT succeeded and again after a `41`.
     public var limits: LimitsInForce {
-        Self.limits(for: lifecycle, configuration)
-    }
-
-    static func limits(for lifecycle: SessionLifecycle, _ c: SessionConfiguration) -> LimitsInForce {
-        if case .connected = lifecycle { return LimitsInForce(maxMessageBytes: c.maxPayload, preAuthentication: false) }
-        return LimitsInForce(maxMessageBytes: min(c.maxConnectPayload, c.maxPayload), preAuthentication: true)
+        LimitsInForce(lifecycle, configuration)
     }
 
     /// When `tick` must be called next (monotonic ms), if ever.
@@ -296,7 +273,11 @@ public struct EngineSession: Sendable {
             guard acceptsPolling(now: now) else { return [] }
         }
         guard inbound.takePacket(size: packet.count, limits: configuration.budgets.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
-        if from == .websocket, mayHoldForLateConnect(packet, now: now), holdForLateConnect(packet) { return [] }
+        if from == .websocket, case .awaitingConnect(_, left: false) = lifecycle, upgrade.mayHoldForLateConnect(packet, now: now),
+            upgrade.holdForLateConnect(packet)
+        {
+            return []
+        }
         // Long-polling carries a binary attachment as `b<base64>`.
         if from == .polling, packet.first == UInt8(ascii: "b") {
             return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBase64(packet.dropFirst()) }
@@ -334,32 +315,7 @@ public struct EngineSession: Sendable {
     /// Whether a polling request at `now` is the session's: polling is its transport, or it
     /// moved to WebSocket so recently that the client may have sent the request before the `5`.
     public func acceptsPolling(now: Int64) -> Bool {
-        switch upgrade {
-        case .polling, .probing: return true
-        case .websocket(let handover): return handover.isOpen(now: now)
-        }
-    }
-
-    /// A Socket.IO packet (not a CONNECT) on the WebSocket while a CONNECT may still come by
-    /// polling: it waits for it.
-    private func mayHoldForLateConnect(_ packet: ArraySlice<UInt8>, now: Int64) -> Bool {
-        guard case .awaitingConnect(_, left: false) = lifecycle, acceptsPolling(now: now) else { return false }
-        var bytes = packet.makeIterator()
-        guard bytes.next() == UInt8(ascii: "4") else { return false }
-        return bytes.next() != UInt8(ascii: "0")
-    }
-
-    /// Keeps `packet` in the handover; `false` when its bounds are reached (take it now).
-    private mutating func holdForLateConnect(_ packet: ArraySlice<UInt8>) -> Bool {
-        guard case .websocket(var handover) = upgrade else { return false }
-        upgrade = .polling  // out of the enum while it changes: no copy of what it holds
-        defer { upgrade = .websocket(handover) }
-        return handover.hold(packet)
-    }
-
-    private var isHoldingForLateConnect: Bool {
-        if case .websocket(let handover) = upgrade { return handover.isHolding }
-        return false
+        upgrade.acceptsPolling(now: now)
     }
 
     /// What the WebSocket sent while a late CONNECT was awaited, taken in order.
@@ -432,7 +388,7 @@ public struct EngineSession: Sendable {
         now: Int64, wallMs: Int64, _ take: (inout BinaryPacketAssembler) throws(ProtocolError) -> BinaryPacketAssembler.Output
     ) -> [Action] {
         do {
-            switch try withAssembler(take) {
+            switch try binary.withAssembler(configuration, take) {
             case .binaryPacket(let packet): return receiveBinaryPacket(packet, now: now, wallMs: wallMs)
             case .packet, .awaitingAttachments, .skipped: return []
             }
@@ -451,7 +407,7 @@ public struct EngineSession: Sendable {
             return refuse(RelayError(.notConnected, "binary packets are accepted once connected"), ackID: nil, now: now)
         }
         do {
-            switch try withAssembler({ assembler throws(ProtocolError) in try assembler.receiveText(payload) }) {
+            switch try binary.withAssembler(configuration, { assembler throws(ProtocolError) in try assembler.receiveText(payload) }) {
             case .packet(let p): packet = p
             case .binaryPacket(let binary): return receiveBinaryPacket(binary, now: now, wallMs: wallMs)
             case .awaitingAttachments, .skipped: return []
@@ -469,7 +425,7 @@ public struct EngineSession: Sendable {
         case .connect:
             let actions = receiveConnect(packet, now: now)
             // A CONNECT that came late by polling goes before what the WebSocket sent after it.
-            return isHoldingForLateConnect ? actions + takeHeld(now: now) : actions
+            return upgrade.isHoldingForLateConnect ? actions + takeHeld(now: now) : actions
         case .disconnect: return receiveDisconnect(now: now)
         case .event: return receiveEvent(packet, size: size, now: now, wallMs: wallMs)
         case .ack, .connectError: return []
@@ -494,28 +450,6 @@ public struct EngineSession: Sendable {
         return dispatch(event, user: login.user, size: binary.recipientByteCount, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
     }
 
-    /// The error reply for a refused packet.
-    static func relayError(_ error: ProtocolError) -> RelayError {
-        switch error {
-        case .duplicateKey: return RelayError(.invalidPayload, "a JSON object repeats a key")
-        case .tooManyAttachments(let limit): return RelayError(.invalidPacket, "at most \(limit) binary attachments per packet")
-        case .invalidAttachmentCount: return RelayError(.invalidPacket, "invalid binary attachment count")
-        case .invalidPlaceholder: return RelayError(.invalidPacket, "binary placeholders must be {\"_placeholder\":true,\"num\":k} for k in 0..<count, once each")
-        case .unexpectedBinaryMessage: return RelayError(.invalidPacket, "a binary message without a binary packet header")
-        case .binaryPacketTooLarge(_, let limit): return RelayError(.payloadTooLarge, "a binary packet is limited to \(limit) bytes")
-        case .invalidBase64: return RelayError(.invalidPacket, "a binary attachment is not valid base64")
-        case .incompleteBinaryPacket(_, let expected, let received): return RelayError(.invalidPacket, "a binary packet announced \(expected) attachments and got \(received)")
-        default: return RelayError(.invalidPacket, "malformed Socket.IO packet")
-        }
-    }
-
-    static func ackID(of error: ProtocolError) -> Int64? {
-        switch error {
-        case .duplicateKey(let id), .invalidPlaceholder(_, let id), .incompleteBinaryPacket(let id, _, _), .binaryPacketTooLarge(let id, _): return id
-        default: return nil
-        }
-    }
-
     /// A packet refused for a limit or Relay's stricter JSON: an error reply once connected, a
     /// refused CONNECT before.
     private mutating func refuse(_ error: RelayError, ackID: Int64?, now: Int64) -> [Action] {
@@ -530,9 +464,9 @@ public struct EngineSession: Sendable {
     private mutating func malformed(_ error: ProtocolError, now: Int64) -> [Action] {
         switch error {
         case .duplicateKey, .tooManyAttachments, .binaryPacketTooLarge:
-            return refuse(Self.relayError(error), ackID: Self.ackID(of: error), now: now)
+            return refuse(error.relayError, ackID: error.ackID, now: now)
         default:
-            guard case .connected = lifecycle else { return refuse(Self.relayError(error), ackID: nil, now: now) }
+            guard case .connected = lifecycle else { return refuse(error.relayError, ackID: nil, now: now) }
             return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
         }
     }
@@ -596,7 +530,7 @@ public struct EngineSession: Sendable {
             let bytes = SocketPacket(type: .connect, data: outcome.json(sid: socketSID)).encodedMessage()
             let plain = outcome.pid == nil && outcome.rooms.isEmpty && outcome.refused.isEmpty
             var login = SessionLifecycle.Login(user: outcome.user, rooms: outcome.rooms.count, answer: plain ? nil : bytes)
-            if let wallMs { Self.armTokenExpiry(&login, configuration, now: now, wallMs: wallMs) }
+            if let wallMs { login.armTokenExpiry(configuration.tokens, now: now, wallMs: wallMs) }
             lifecycle = .connected(login)
             return [.limits(limits), .send(bytes)]
         }
@@ -607,33 +541,8 @@ public struct EngineSession: Sendable {
     public mutating func tokenRefreshed(_ user: AuthenticatedUser, now: Int64, wallMs: Int64) {
         guard case .connected(var login) = lifecycle, login.user.userID == user.userID else { return }
         login.user = user
-        Self.armTokenExpiry(&login, configuration, now: now, wallMs: wallMs)
+        login.armTokenExpiry(configuration.tokens, now: now, wallMs: wallMs)
         lifecycle = .connected(login)
-    }
-
-    /// Deadlines for `exp` (seconds since 1970, wall clock) on the monotonic clock; saturating,
-    /// so an `exp` far in the future never overflows.
-    private static func armTokenExpiry(_ login: inout SessionLifecycle.Login, _ c: SessionConfiguration, now: Int64, wallMs: Int64) {
-        let (expMs, overflow) = login.user.expiresAt.multipliedReportingOverflow(by: 1000)
-        guard !overflow else {
-            login.expiryAt = nil
-            login.expiryNoticeAt = nil
-            return
-        }
-        let remaining = Self.saturating(expMs, minus: wallMs)
-        let cutoff = Self.saturating(Self.saturating(now, plus: remaining), plus: c.tokens.leewayMs)
-        login.expiryAt = cutoff
-        login.expiryNoticeAt = c.tokens.expiryNoticeMs > 0 ? max(now, Self.saturating(Self.saturating(now, plus: remaining), minus: c.tokens.expiryNoticeMs)) : nil
-    }
-
-    static func saturating(_ a: Int64, plus b: Int64) -> Int64 {
-        let (r, o) = a.addingReportingOverflow(b)
-        return o ? (b > 0 ? .max : .min) : r
-    }
-
-    static func saturating(_ a: Int64, minus b: Int64) -> Int64 {
-        let (r, o) = a.subtractingReportingOverflow(b)
-        return o ? (b < 0 ? .max : .min) : r
     }
 
     /// CONNECT_ERROR (`44{…}`), then close with 4003. While a WebSocket is being probed the
@@ -641,13 +550,9 @@ public struct EngineSession: Sendable {
     /// socket.io-client-swift that sends `5` never polls again; a JavaScript client that drops
     /// the probe takes it from its next poll).
     private mutating func refuseConnect(_ error: RelayError) -> [Action] {
-        let refusal = SocketPacket(type: .connectError, data: Self.connectErrorPayload(error)).encodedMessage()
+        let refusal = SocketPacket(type: .connectError, data: error.connectErrorPayload).encodedMessage()
         let onProbe: [Action] = upgrading ? [.sendProbe(refusal)] : []
         return [.send(refusal)] + onProbe + close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
-    }
-
-    static func connectErrorPayload(_ error: RelayError) -> JSONValue {
-        .object([("message", .string(error.message)), ("data", .object([("code", .string(error.code.rawValue))]))])
     }
 
     private mutating func receiveEvent(_ packet: SocketPacket, size: Int, now: Int64, wallMs: Int64) -> [Action] {
@@ -708,7 +613,8 @@ public struct EngineSession: Sendable {
     public mutating func reply(_ reply: Reply, now: Int64) -> [Action] {
         switch reply {
         case .ack(let id, let payload):
-            return ack(id, payload: payload)
+            if lifecycle.isClosed { return [] }
+            return [.send(SocketPacket.ackMessage(id: id, payload: payload))]
         case .binaryAck(let id, let payload, let attachments):
             if lifecycle.isClosed { return [] }
             let encoded = BinaryPacket.ack(id: id, payload: payload, attachments: attachments).encoded()
@@ -716,12 +622,6 @@ public struct EngineSession: Sendable {
         case .failure(let error, let event, let ackID):
             return fail(error, event: event, ackID: ackID, now: now)
         }
-    }
-
-    /// The ack of event `id`.
-    public func ack(_ id: Int64, payload: JSONValue) -> [Action] {
-        if lifecycle.isClosed { return [] }
-        return [.send(SocketPacket.ackMessage(id: id, payload: payload))]
     }
 
     /// An error reply: the error ack when the event asked for one, else an `error` event.
@@ -744,5 +644,22 @@ extension EngineSession {
     private enum PendingBinary: Sendable {
         case none
         indirect case some(BinaryPacketAssembler)
+
+        /// Runs `body` on the assembler of binary packets: the one collecting (or skipping) a
+        /// binary packet's attachments, or an idle one. Kept afterwards only while it is not idle.
+        mutating func withAssembler<Result>(
+            _ c: SessionConfiguration, _ body: (inout BinaryPacketAssembler) throws(ProtocolError) -> Result
+        ) throws(ProtocolError) -> Result {
+            var assembler: BinaryPacketAssembler
+            if case .some(let pending) = self {
+                assembler = pending
+            } else {
+                // A binary event is held to the event limit too (its base64 cost is checked once
+                // whole): the assembler never keeps more than one event may carry.
+                assembler = BinaryPacketAssembler(maxPayload: min(c.maxPayload, c.maxEventBytes), maxAttachments: c.maxAttachments)
+            }
+            defer { self = assembler.isAwaitingAttachments || assembler.remainingSkips > 0 ? .some(assembler) : .none }
+            return try body(&assembler)
+        }
     }
 }

@@ -12,4 +12,14 @@ public struct LimitsInForce: Sendable, Equatable {
         self.maxMessageBytes = maxMessageBytes
         self.preAuthentication = preAuthentication
     }
+
+    /// What `lifecycle` allows: `maxPayload` once connected, the small pre-authentication size
+    /// before CONNECT succeeded and again after a `41`.
+    public init(_ lifecycle: SessionLifecycle, _ c: SessionConfiguration) {
+        if case .connected = lifecycle {
+            self.init(maxMessageBytes: c.maxPayload, preAuthentication: false)
+        } else {
+            self.init(maxMessageBytes: min(c.maxConnectPayload, c.maxPayload), preAuthentication: true)
+        }
+    }
 }

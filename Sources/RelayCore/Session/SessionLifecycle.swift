@@ -35,6 +35,20 @@ public enum SessionLifecycle: Sendable, Equatable {
             self.rooms = rooms
             self.answer = answer
         }
+
+        /// Deadlines for `exp` (seconds since 1970, wall clock) on the monotonic clock;
+        /// saturating, so an `exp` far in the future never overflows.
+        mutating func armTokenExpiry(_ timing: SessionConfiguration.TokenTiming, now: Int64, wallMs: Int64) {
+            let (expMs, overflow) = user.expiresAt.multipliedReportingOverflow(by: 1000)
+            guard !overflow else {
+                expiryAt = nil
+                expiryNoticeAt = nil
+                return
+            }
+            let expiresAt = now.saturatingAdding(expMs.saturatingSubtracting(wallMs))
+            expiryAt = expiresAt.saturatingAdding(timing.leewayMs)
+            expiryNoticeAt = timing.expiryNoticeMs > 0 ? max(now, expiresAt.saturatingSubtracting(timing.expiryNoticeMs)) : nil
+        }
     }
 
     public var isClosed: Bool {
