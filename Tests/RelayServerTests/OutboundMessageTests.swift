@@ -54,19 +54,33 @@ final class OutboundMessageTests: XCTestCase {
         XCTAssertEqual(framed.frames?.plain.readableBytes, m.bytes.readableBytes + 2)
     }
 
-    /// The offset variant is made once per fan-out: the bytes with the offset, framed, without a
-    /// stamp; the message it was made from keeps its own bytes.
+    /// The offset variant is made once per fan-out, on first use: the bytes with the offset,
+    /// framed, without a stamp; the message it was made from keeps its own bytes.
     func testTheOffsetVariantIsTheSameEventWithItsOffset() throws {
         let position = StreamPosition(stream: .room("r"), offset: StreamOffset(ms: 5, seq: 1))
         let base = message("42[\"a\",1]")
-        let bytes = try XCTUnwrap(RecoveryStamp.bytes(of: base.bytes, offset: position.wire))
-        let stamp = RecoveryStamp(position: position, of: base, bytes: bytes, compressed: nil)
-        let variant = try XCTUnwrap(stamp.offsetMessage)
+        let stamp = RecoveryStamp(position: position, plan: .init(compressAtLeast: nil, deflaters: DeflaterPool()))
+        let variant = try XCTUnwrap(stamp.offsetMessage(of: base))
+        let again = try XCTUnwrap(stamp.offsetMessage(of: base))
+        XCTAssertEqual(
+            again.bytes.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }, variant.bytes.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) },
+            "made once, then shared")
+        XCTAssertNil(RecoveryStamp(position: position).offsetMessage(of: base), "no plan: no socket took offsets at the fan-out")
         XCTAssertEqual(String(buffer: variant.bytes), "42[\"a\",1,\"\(position.wire)\"]")
         XCTAssertNil(variant.stamp)
         XCTAssertTrue(variant.durable)
         XCTAssertEqual(variant.label, "message:reaction")
         XCTAssertEqual(variant.frames?.plain.readableBytes, variant.bytes.readableBytes + 2)
         XCTAssertEqual(String(buffer: base.bytes), "42[\"a\",1]")
+    }
+
+    /// The variant is compressed when the plan says so and it is long enough, and not otherwise.
+    func testTheOffsetVariantIsCompressedByItsPlan() throws {
+        let position = StreamPosition(stream: .room("r"), offset: StreamOffset(ms: 5, seq: 1))
+        let long = message("42[\"a\",\"" + String(repeating: "x", count: 2000) + "\"]")
+        let pool = DeflaterPool()
+        XCTAssertNotNil(RecoveryStamp(position: position, plan: .init(compressAtLeast: 1024, deflaters: pool)).offsetMessage(of: long)?.compressed)
+        XCTAssertNil(RecoveryStamp(position: position, plan: .init(compressAtLeast: 4096, deflaters: pool)).offsetMessage(of: long)?.compressed)
+        XCTAssertNil(RecoveryStamp(position: position, plan: .init(compressAtLeast: nil, deflaters: pool)).offsetMessage(of: long)?.compressed)
     }
 }

@@ -150,6 +150,35 @@ final class PreparedFramesTests: XCTestCase {
         XCTAssertEqual(String(buffer: try inflate(frame.data)), expected)
     }
 
+    /// Sockets that take offsets and negotiated deflate share one compressed offset variant,
+    /// made by the first of them to get the event — not under the broker's stream lock, where
+    /// the offset was given (`DeflaterPool.compress` asserts no lock is held).
+    func testOffsetSocketsShareOneCompressedVariantMadeOutsideTheBrokersLock() throws {
+        let h = Harness {
+            $0.engine.deflateThresholdBytes = 64
+            $0.recovery.offsetsForEverySocket = true
+        }
+        let full = try XCTUnwrap(PerMessageDeflateNegotiation.negotiate(["permessage-deflate"]))
+        let sockets = try [wireSession(h, deflate: full), wireSession(h, deflate: full)]
+        for (s, token) in zip(sockets, ["alice", "bob"]) { try join(s, token: token) }
+        _ = try sockets.map(written)
+        let text = String(repeating: "reaction ", count: 40)
+        h.relay.hub.publisher.publish(room: "conversation:1", event: EventPolicyTable.backend("message:new"), payload: .object([("text", .string(text))]))
+        var shared: Set<UInt> = []
+        for s in sockets {
+            let buffers = try written(s)
+            XCTAssertEqual(buffers.count, 1)
+            let frame = try XCTUnwrap(try decode(buffers[0]).first)
+            XCTAssertTrue(frame.rsv1, "compressed")
+            let event = String(buffer: try inflate(frame.data))
+            XCTAssertTrue(event.hasPrefix("42[\"message:new\",{\"text\":\"\(text)\"},\""), event)
+            let offset = try XCTUnwrap(event.split(separator: "\"").dropLast().last.map(String.init))
+            XCTAssertNotNil(WireOffset(offset), "the offset is the event's last argument")
+            _ = buffers[0].withUnsafeReadableBytes { shared.insert(UInt(bitPattern: $0.baseAddress)) }
+        }
+        XCTAssertEqual(shared.count, 1, "the variant is compressed once, framed once, for both")
+    }
+
     private func inflate(_ data: ByteBuffer) throws -> ByteBuffer {
         try MessageInflater().decompress(data, maxBytes: 1 << 20, allocator: ByteBufferAllocator())
     }

@@ -10,6 +10,9 @@ final class DeflaterPool: @unchecked Sendable {
     private let free = AuditedLock<[MessageDeflater]>([])
 
     func compress(_ input: ByteBuffer, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+        // zlib takes microseconds per kilobyte: never while a shared lock (a broker stream, a
+        // room stripe) makes others wait.
+        assert(LockAudit.noneHeld(), "compressing under a lock")
         let deflater = free.withLockedValue { $0.popLast() } ?? MessageDeflater()
         defer { free.withLockedValue { $0.append(deflater) } }
         return deflater.compress(input, allocator: allocator)

@@ -282,7 +282,7 @@ final class SocketSession: ConnectionSink {
         }
         // In offset order per stream; one the socket already has (a replay raced it) is dropped.
         guard connectState.record(stamp.position.stream, stamp.position.offset) else { return }
-        if let offsetMessage = stamp.offsetMessage {
+        if let offsetMessage = stamp.offsetMessage(of: message) {
             transports.current?.send(offsetMessage)
             return
         }

@@ -138,15 +138,16 @@ public final class Publisher: Sendable {
         return message
     }
 
-    /// Adds the bytes with the offset to a stamped message, once, when sockets that take
-    /// offsets are connected (compressed once too when some of them negotiated deflate).
+    /// Plans the bytes with the offset for a stamped message when sockets that take offsets are
+    /// connected (compressed too when some of them negotiated deflate); made once, on first use.
     func withOffsetVariant(_ message: OutboundMessage, clients: ClientCounts.Snapshot) -> OutboundMessage {
-        guard clients.offsets > 0, let stamp = message.stamp, stamp.offsetMessage == nil,
-            let bytes = RecoveryStamp.bytes(of: message.bytes, offset: stamp.position.wire)
-        else { return message }
+        guard clients.offsets > 0, let stamp = message.stamp, stamp.plan == nil else { return message }
         var message = message
-        let compress = clients.offsetsAndDeflate > 0 && message.attachments.isEmpty && bytes.readableBytes >= deflateThresholdBytes
-        message.stamp = RecoveryStamp(position: stamp.position, of: message, bytes: bytes, compressed: compress ? deflaters.compress(bytes) : nil)
+        // Only the plan here (this may run under the broker's stream lock): the variant, and
+        // its compression, are made by the first socket that takes it, on its loop.
+        let compress = clients.offsetsAndDeflate > 0 && message.attachments.isEmpty
+        message.stamp = RecoveryStamp(
+            position: stamp.position, plan: .init(compressAtLeast: compress ? deflateThresholdBytes : nil, deflaters: deflaters))
         return message
     }
 
