@@ -45,11 +45,22 @@ let package = Package(
         // The CPU's prefetch hint (`__builtin_prefetch`), which Swift does not expose: the
         // fan-out walk asks for the next sockets' objects while it writes the current one.
         .target(name: "CPrefetch"),
+        // The locks every shared state is behind, counted per thread in debug builds so that the
+        // socket writes can assert none is held (AuditedLock, AuditedCondition, LockAudit).
+        .target(
+            name: "RelayLocks",
+            dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: crossModuleOptimization
+        ),
         // Durable delivery receipts: SQLite through GRDB, group commit on its own thread.
         .target(
             name: "RelayStore",
             dependencies: [
                 "RelayCore",
+                "RelayLocks",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -60,6 +71,7 @@ let package = Package(
         .target(
             name: "RelayRedis",
             dependencies: [
+                "RelayLocks",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -68,11 +80,12 @@ let package = Package(
         ),
         // The delivery path's contracts and their in-memory implementations: Broker,
         // PresenceManager, KeptSessionStore, publications; and the small concurrency tools the
-        // server is built from (AuditedLock, lock stripes, the deadline scheduler, the clock).
+        // server is built from (lock stripes, the deadline scheduler, the clock).
         .target(
             name: "RelayBackends",
             dependencies: [
                 "RelayCore",
+                "RelayLocks",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -86,6 +99,7 @@ let package = Package(
             name: "RelayCluster",
             dependencies: [
                 "RelayCore",
+                "RelayLocks",
                 "RelayBackends",
                 "RelayRedis",
                 "RelayStore",
@@ -101,6 +115,7 @@ let package = Package(
             name: "RelayServer",
             dependencies: [
                 "RelayCore",
+                "RelayLocks",
                 "RelayStore",
                 "RelayRedis",
                 "RelayBackends",
@@ -178,6 +193,7 @@ let package = Package(
             dependencies: [
                 "RelayServer",
                 "RelayBackends",
+                "RelayLocks",
                 "RelayCluster",
                 "RelayTestSupport",
                 "RelayRedis",

@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import RelayCore
+import RelayLocks
 
 /// The broker of a single node: nothing crosses to other nodes; history is kept in memory, in
 /// 16 lock stripes by stream, so publishers to different rooms rarely meet on one lock and no lock

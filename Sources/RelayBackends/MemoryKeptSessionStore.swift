@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import RelayCore
+import RelayLocks
 
 /// Sessions of a single node, in memory (`KeptSessions`: bounded in all and per user, the
 /// oldest out first, O(1) under the lock).

@@ -4,6 +4,7 @@ import NIOCore
 import RelayBackends
 import RelayCore
 import RelayRedis
+import RelayLocks
 
 /// This node's link to the other relay nodes, through Redis: per-room and per-user pub/sub
 /// channels (sharded when Redis has it), and what rides on the link — room presence

@@ -3,6 +3,7 @@ import NIOCore
 import RelayBackends
 import RelayCore
 import RelayRedis
+import RelayLocks
 
 /// The cluster's user directory in Redis (DirectoryScripts): each node's sockets per user, the
 /// last disconnect, and the users' rooms (each node's fields, kept by the presence steps).

@@ -5,6 +5,7 @@ import RelayBackends
 import RelayCore
 import RelayRedis
 import RelayStore
+import RelayLocks
 
 /// Cluster mode: every node keeps every node's receipts, so `receipt:sync` on any node returns
 /// receipts acked on any node.

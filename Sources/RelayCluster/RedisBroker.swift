@@ -4,6 +4,7 @@ import NIOCore
 import RelayBackends
 import RelayCore
 import RelayRedis
+import RelayLocks
 
 /// The broker of a cluster: events cross nodes on per-stream Redis pub/sub channels (sharded
 /// when Redis has it), and recoverable events go through one script that appends them to the

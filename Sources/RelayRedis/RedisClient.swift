@@ -2,6 +2,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import RelayLocks
 
 /// A small Redis client on SwiftNIO, written by hand because no Swift Redis client is reachable
 /// here. It talks to one Redis, to a Redis Cluster, or to the master Redis Sentinel names:
@@ -59,7 +60,7 @@ public final class RedisClient: @unchecked Sendable {
     private var subscriptions = RedisSubscriptions()
     private var handlers: Handlers?
     /// `up` and the topology, for readers on any thread.
-    private let published = NIOLockedValueBox((up: false, topology: Topology.unknown))
+    private let published = AuditedLock((up: false, topology: Topology.unknown))
 
     public init(endpoint: RedisEndpoint, eventLoop: any EventLoop, options: Options = Options(), logger: Logger = Logger(label: "relay.redis")) {
         self.endpoint = endpoint

@@ -8,6 +8,7 @@ import NIOWebSocket
 import RelayBackends
 import RelayCluster
 import RelayCore
+import RelayLocks
 import RelayRedis
 import RelayStore
 import ServiceLifecycle
@@ -20,8 +21,8 @@ public final class RelayServer: Sendable {
     private let ownsGroup: Bool
     private let store: SQLiteReceiptStore?
     private let replicator: ReceiptReplicator?
-    private let channelBox = NIOLockedValueBox<(any Channel)?>(nil)
-    private let trimmerBox = NIOLockedValueBox<HeapTrimmer?>(nil)
+    private let channelBox = AuditedLock<(any Channel)?>(nil)
+    private let trimmerBox = AuditedLock<HeapTrimmer?>(nil)
 
     /// Creates a server with its own event loops (one per configured thread).
     public static func make(configuration: RelayConfiguration, logger: Logger, clock: RelayClock = .system) async throws -> RelayServer {

@@ -3,6 +3,7 @@ import GRDB
 import Logging
 import NIOCore
 import RelayCore
+import RelayLocks
 
 /// The single writer behind `SQLiteReceiptStore`: a dedicated thread (never an event loop) that
 /// takes every receipt waiting, writes them in one transaction (group commit), and only after
@@ -20,7 +21,7 @@ final class ReceiptWriter: @unchecked Sendable {
     private let options: SQLiteReceiptStore.Options
     private let wallClockMs: @Sendable () -> Int64
     private let logger: Logger
-    private let condition = NSCondition()
+    private let condition = AuditedCondition()
     private var pending: [Pending] = []
     private var stopping = false
     private var stopped = false

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import RelayLocks
 
 /// Copies the WAL back into the database file from its own connection and thread, so that
 /// commits (and the acks waiting on them) never pay for a checkpoint. Passive checkpoints
@@ -17,7 +18,7 @@ import Logging
 final class WALCheckpointer: @unchecked Sendable {
     private let queue: DatabaseQueue
     private let logger: Logger
-    private let condition = NSCondition()
+    private let condition = AuditedCondition()
     private var stopped = false
     private var done = false
 

@@ -1,3 +1,5 @@
+import RelayLocks
+
 /// A callback set once (before the component starts) and read on every call, behind a lock.
 ///
 /// Not a `NIOLockedValueBox<(…) -> …?>`: reading a function-typed value with the box's generic

@@ -1,6 +1,7 @@
 import Atomics
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayLocks
 
 /// Runs `action` on one event loop at the earliest deadline asked for; `action` returns the
 /// next deadline (monotonic ms) or `nil`. Safe to call from any thread.

@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import RelayCore
+import RelayLocks
 
 /// A fixed number of locks ("stripes"), each guarding the part of a keyed state whose keys hash
 /// to it (Centrifuge's hub does the same with 64 shards by channel). Two operations contend only

@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import RelayLocks
 import ServiceLifecycle
 
 /// Measures, on every event loop, how late a 500 ms timer fires: a busy or blocked loop shows
@@ -12,7 +13,7 @@ struct LagMonitor: Service {
     func run() async throws {
         let interval = Self.intervalNanoseconds
         let tasks = loops.map { loop in
-            let last = NIOLockedValueBox<UInt64>(NIODeadline.now().uptimeNanoseconds)
+            let last = AuditedLock<UInt64>(NIODeadline.now().uptimeNanoseconds)
             return loop.scheduleRepeatedTask(initialDelay: .nanoseconds(interval), delay: .nanoseconds(interval)) { [metrics] _ in
                 let now = NIODeadline.now().uptimeNanoseconds
                 let previous = last.withLockedValue { old in defer { old = now }; return old }

@@ -1,5 +1,6 @@
 import NIOCore
 import RelayBackends
+import RelayLocks
 
 /// A few deflaters shared by all loops: a fanned-out message is compressed once, by whichever
 /// thread publishes it, and the same compressed bytes go to every deflate recipient.

@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import RelayBackends
 import RelayCore
+import RelayLocks
 
 /// Counts open TCP connections, in total and per client IP, and rate-limits failed
 /// authentications per IP. Touched once per connect/disconnect, never per event.

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import RelayBackends
 import RelayCore
+import RelayLocks
 
 /// Every long-polling session of this node by Engine.IO `sid`, so that each request (and the
 /// WebSocket that upgrades it) finds its session, whatever loop the request arrived on.

@@ -4,6 +4,7 @@ import NIOCore
 import RelayBackends
 import RelayCore
 import RelayStore
+import RelayLocks
 
 /// What every connection and HTTP handler shares: configuration, the hub, the token verifier,
 /// admission control, and the receipt service when there is one.

@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import RelayBackends
 import RelayCore
+import RelayLocks
 
 /// One emit window: a key on one stream (room or user) of this node.
 struct EmitWindowSlot: Hashable, Sendable {

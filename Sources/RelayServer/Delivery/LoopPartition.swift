@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import RelayBackends
 import RelayCore
+import RelayLocks
 
 /// The connections that live on one event loop and their local room and user membership.
 ///

@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOWebSocket
 import RelayBackends
 import RelayCore
+import RelayLocks
 
 /// Serves every HTTP request that is not a WebSocket upgrade: the backend API, health, and
 /// clear refusals for Engine.IO polling. Bodies are bounded; a slow or idle client is closed

@@ -1,12 +1,12 @@
 import Atomics
 import CoreMetrics
-import NIOConcurrencyHelpers
+import RelayLocks
 
 /// A swift-metrics backend that keeps every metric in lock-free atomics and renders the
 /// Prometheus text exposition format (v0.0.4). Written by hand: no Prometheus backend package is
 /// reachable here. Creating a metric takes a lock; recording one never does.
-/// (`@unchecked Sendable`: `families` and `familyOrder` are only touched inside `lock`; the
-/// series handlers are atomics.)
+/// (`@unchecked Sendable`: the families are only touched inside `state`'s lock; the series
+/// handlers are atomics.)
 public final class PrometheusRegistry: MetricsFactory, @unchecked Sendable {
     enum Kind: String { case counter, gauge, histogram }
 
@@ -22,20 +22,25 @@ public final class PrometheusRegistry: MetricsFactory, @unchecked Sendable {
     /// Bucket upper bounds for plain value recorders (sizes, counts).
     public static let valueBuckets: [Double] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 50000]
 
-    private let lock = NIOLock()
-    private var families: [String: Family] = [:]
-    private var familyOrder: [String] = []
-    private var help: [String: String] = [:]
-    private var customBuckets: [String: [Double]] = [:]
+    /// The metric families, in the order they were made, with the help texts and buckets
+    /// described for them.
+    private struct State {
+        var families: [String: Family] = [:]
+        var familyOrder: [String] = []
+        var help: [String: String] = [:]
+        var customBuckets: [String: [Double]] = [:]
+    }
+
+    private let state = AuditedLock(State())
 
     public init() {}
 
     /// Sets the `# HELP` text of a metric (before or after it is created).
     public func describe(_ name: String, _ text: String, buckets: [Double]? = nil) {
-        lock.withLock {
-            help[name] = text
-            families[name]?.help = text
-            if let buckets { customBuckets[name] = buckets }
+        state.withLockedValue { s in
+            s.help[name] = text
+            s.families[name]?.help = text
+            if let buckets { s.customBuckets[name] = buckets }
         }
     }
 
@@ -59,15 +64,17 @@ public final class PrometheusRegistry: MetricsFactory, @unchecked Sendable {
     private func handler<H: AnyObject>(_ label: String, _ dimensions: [(String, String)], kind: Kind, make: ([Double]) -> H) -> H {
         let name = Self.sanitize(label)
         let key = Self.labelSet(dimensions)
-        return lock.withLock {
-            if families[name] == nil {
-                families[name] = Family(kind: kind, help: help[name] ?? name)
-                familyOrder.append(name)
+        return state.withLockedValue { s in
+            var family = s.families[name] ?? Family(kind: kind, help: s.help[name] ?? name)
+            if s.families[name] == nil { s.familyOrder.append(name) }
+            if let existing = family.series[key] as? H {
+                s.families[name] = family
+                return existing
             }
-            if let existing = families[name]!.series[key] as? H { return existing }
-            let h = make(customBuckets[name] ?? (kind == .histogram ? Self.secondsBuckets : []))
-            families[name]!.series[key] = h
-            families[name]!.order.append(key)
+            let h = make(s.customBuckets[name] ?? (kind == .histogram ? Self.secondsBuckets : []))
+            family.series[key] = h
+            family.order.append(key)
+            s.families[name] = family
             return h
         }
     }
@@ -104,7 +111,7 @@ public final class PrometheusRegistry: MetricsFactory, @unchecked Sendable {
 
     /// The whole registry in the Prometheus text format.
     public func render() -> String {
-        let snapshot = lock.withLock { familyOrder.map { ($0, families[$0]!) } }
+        let snapshot = state.withLockedValue { s in s.familyOrder.compactMap { name in s.families[name].map { (name, $0) } } }
         var out = ""
         out.reserveCapacity(8192)
         for (name, family) in snapshot {
@@ -134,7 +141,7 @@ public final class PrometheusRegistry: MetricsFactory, @unchecked Sendable {
 
     /// The handler of one series, for reading values back (stats, tests).
     func series(_ label: String, _ dimensions: [(String, String)] = []) -> AnyObject? {
-        lock.withLock { families[Self.sanitize(label)]?.series[Self.labelSet(dimensions)] }
+        state.withLockedValue { $0.families[Self.sanitize(label)]?.series[Self.labelSet(dimensions)] }
     }
 }
 

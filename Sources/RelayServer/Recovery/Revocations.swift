@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import RelayBackends
 import RelayCore
+import RelayLocks
 
 /// The backend ends a user's sessions (logout, ban, password change): every socket of the user
 /// on every node is closed (4004), and optionally every token issued before now is refused from

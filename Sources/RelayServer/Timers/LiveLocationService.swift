@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import RelayBackends
 import RelayCore
+import RelayLocks
 
 /// Live location shares (`location:share-live` … `location:stop`): their durations, the
 /// per-connection limit (it spans rooms, hence one lock), and a timer that ends expired shares.

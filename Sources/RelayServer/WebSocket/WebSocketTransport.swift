@@ -3,6 +3,7 @@ import NIOCore
 import NIOWebSocket
 import RelayBackends
 import RelayCore
+import RelayLocks
 
 /// An Engine.IO session's WebSocket: frames in, frames out, nothing of the protocol.
 ///

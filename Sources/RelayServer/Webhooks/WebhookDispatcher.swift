@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOPosix
 import RelayBackends
 import RelayCore
+import RelayLocks
 
 /// Sends webhook events to every configured URL: one bounded `WebhookQueue` per URL (batches,
 /// retries with backoff and jitter, one batch in flight, order kept), requests signed with

@@ -6,6 +6,7 @@ import RelayBackends
 import RelayCluster
 import RelayCore
 import RelayRedis
+import RelayLocks
 
 /// Webhooks (docs/PROTOCOL.md §13): what the hub tells, and who decides.
 ///
