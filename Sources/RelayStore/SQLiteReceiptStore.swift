@@ -107,22 +107,6 @@ public final class SQLiteReceiptStore: ReceiptStore, Sendable {
 
     // MARK: Cluster replication
 
-    /// This node's receipts not yet in the Redis stream, oldest first.
-    public func pendingReplication(limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
-        read(on: eventLoop) { db in
-            try Self.fetch(db, sql: "SELECT * FROM receipt WHERE replicated = 0 ORDER BY id LIMIT ?", arguments: [limit])
-        }
-    }
-
-    public func markReplicated(_ ids: [Int64], on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        let pool = self.pool
-        return readers.runIfActive(eventLoop: eventLoop) {
-            try pool.write { db in
-                for id in ids { try db.execute(sql: "UPDATE receipt SET replicated = 1 WHERE id = ?", arguments: [id]) }
-            }
-        }
-    }
-
     /// Applies receipts read from the stream (every node's, this one's included) and the stream
     /// position, in one transaction. The first stream entry of a (messageId, userId, kind) sets
     /// its `gid` on every node; later duplicates change nothing.
