@@ -18,7 +18,9 @@ public struct Routing: Sendable, Equatable {
 }
 
 /// The one delivery path of the hub, as Centrifuge's broker: publish to a stream (a room or a
-/// user), subscribe this node to streams, and read a stream's history.
+/// user), subscribe this node to streams, and read a stream's history. Eight requirements, as
+/// Centrifuge's; the control messages between nodes are a contract of their own
+/// (`ControlChannel`).
 ///
 /// `MemoryBroker` serves one node; `RedisBroker` carries events between nodes over Redis pub/sub
 /// and keeps history in Redis streams. The hub does not know which it has.
@@ -27,18 +29,10 @@ public protocol Broker: AnyObject, Sendable {
     var keepsHistory: Bool { get }
     /// Whether events go to other nodes (a publish with no local recipient still matters).
     var crossesNodes: Bool { get }
-    /// Whether the broker can reach its store (always for memory; Redis link for Redis).
-    var isUp: Bool { get }
-
     /// Receives the events other nodes publish (and, with Redis, this node's own recoverable
     /// ones), with the stream they were published to and their offset when they have one. Set
     /// once, before `start`.
     func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void)
-
-    /// Sends a control message to every other node.
-    func broadcast(_ control: ControlMessage)
-    /// Receives other nodes' control messages. Set once, before `start`.
-    func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void)
 
     /// This node has (or no longer has) sockets following `stream`.
     func subscribe(_ stream: StreamKey)
@@ -55,14 +49,17 @@ public protocol Broker: AnyObject, Sendable {
     /// is delivered through `deliver(nil)` at once, without an offset.
     func publish(_ publication: Publication, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (StreamOffset?) -> Void)
 
-    /// The stream's newest offset (`zero` when it has no history).
-    func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset>
-
     /// The stream's events after `offset`, oldest first: at most `limit`, and about `maxBytes`.
-    /// `.failure(.unavailable)` when the history does not reach back to `offset`.
+    /// `.failure(.unavailable)` when the history does not reach back to `offset`. With `limit`
+    /// 0, only the stream's head (`zero` without history, or when the store cannot be read),
+    /// whatever `offset`: as Centrifuge's history call with a zero limit.
     func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
         -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
+}
 
-    /// Memory history figures for metrics: (events, bytes). Zero for Redis.
-    var memoryUsage: (events: Int, bytes: Int) { get }
+extension Broker {
+    /// The stream's newest offset (`zero` when it has no history): `history` with limit 0.
+    public func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> {
+        history(of: stream, after: .zero, limit: 0, maxBytes: 0, on: loop).map { (try? $0.get())?.head ?? .zero }
+    }
 }

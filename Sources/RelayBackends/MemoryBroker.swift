@@ -26,15 +26,12 @@ public final class MemoryBroker: Broker {
 
     public var keepsHistory: Bool { limits.isEnabled }
     public var crossesNodes: Bool { false }
-    public var isUp: Bool { true }
 
     private func stripe(_ stream: StreamKey) -> AuditedLock<HistoryStore<Publication>> {
         stripes[Int(stream.tag % 16)]
     }
 
     public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) {}
-    public func broadcast(_ control: ControlMessage) {}
-    public func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) {}
     public func subscribe(_ stream: StreamKey) {}
     public func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> { loop.makeSucceededVoidFuture() }
     public func unsubscribe(_ stream: StreamKey) {}
@@ -50,10 +47,6 @@ public final class MemoryBroker: Broker {
         }
     }
 
-    public func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> {
-        loop.makeSucceededFuture(head(of: stream))
-    }
-
     /// The stream's newest offset, now.
     public func head(of stream: StreamKey) -> StreamOffset {
         stripe(stream).withLockedValue { $0.head(of: stream) }
@@ -62,6 +55,7 @@ public final class MemoryBroker: Broker {
     public func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
         -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
     {
+        guard limit > 0 else { return loop.makeSucceededFuture(.success(HistoryPage(entries: [], more: false, head: head(of: stream)))) }
         let now = wallMs()
         let page = stripe(stream).withLockedValue { store in
             store.trim(wallMs: now)

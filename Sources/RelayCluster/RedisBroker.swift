@@ -19,7 +19,7 @@ import RelayLocks
 /// its channel's tag (`relay:room:{room}` / `relay:user:{user}`), so the publish script's write
 /// and publication are in one slot; the gap marker is read with its own GET, pipelined with
 /// the history read, and applied here.
-public final class RedisBroker: Broker {
+public final class RedisBroker: Broker, ControlChannel {
     package let bus: ClusterBus
     public let limits: HistoryLimits
     private let handler = CallbackSlot<@Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void>()
@@ -49,8 +49,8 @@ public final class RedisBroker: Broker {
 
     public var keepsHistory: Bool { limits.isEnabled }
     public var crossesNodes: Bool { true }
-    public var isUp: Bool { bus.isUp }
-    public var memoryUsage: (events: Int, bytes: Int) { (0, 0) }
+    /// The control channel rides on the same link.
+    public var reachesOtherNodes: Bool { bus.isUp }
 
     package static func channel(_ stream: StreamKey) -> String {
         switch stream {
@@ -141,17 +141,18 @@ public final class RedisBroker: Broker {
             .whenSuccess { _ in self.gapSince.withLockedValue { $0 = nil } }
     }
 
-    public func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> {
-        guard keepsHistory else { return loop.makeSucceededFuture(.zero) }
-        return bus.redis.send(Self.headCommand(stream))
-            .map { $0.string.flatMap { StreamOffset(id: $0) } ?? .zero }
-            .recover { _ in .zero }
-            .hop(to: loop)
-    }
-
     public func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
         -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
     {
+        guard limit > 0 else {
+            // Only the head.
+            guard keepsHistory else { return loop.makeSucceededFuture(.success(HistoryPage(entries: [], more: false, head: .zero))) }
+            return bus.redis.send(Self.headCommand(stream))
+                .map { $0.string.flatMap { StreamOffset(id: $0) } ?? .zero }
+                .recover { _ in .zero }
+                .map { .success(HistoryPage(entries: [], more: false, head: $0)) }
+                .hop(to: loop)
+        }
         guard keepsHistory else { return loop.makeSucceededFuture(.failure(.unavailable)) }
         // The gap marker (its own slot) is read beside the stream, pipelined: nothing recovers
         // across a time some node could not store (0-0 included: while the marker lives, the

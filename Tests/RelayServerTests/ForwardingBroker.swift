@@ -14,21 +14,16 @@ class ForwardingBroker: Broker, @unchecked Sendable {
 
     var keepsHistory: Bool { memory.keepsHistory }
     var crossesNodes: Bool { memory.crossesNodes }
-    var isUp: Bool { memory.isUp }
     func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) { memory.setRemoteHandler(handler) }
-    func broadcast(_ control: ControlMessage) { memory.broadcast(control) }
-    func setControlHandler(_ handler: @escaping @Sendable (ControlMessage) -> Void) { memory.setControlHandler(handler) }
     func subscribe(_ stream: StreamKey) { memory.subscribe(stream) }
     func unsubscribe(_ stream: StreamKey) { memory.unsubscribe(stream) }
     func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> { memory.whenSubscribed(stream, on: loop) }
     func publish(_ publication: Publication, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (StreamOffset?) -> Void) {
         memory.publish(publication, to: stream, routing: routing, recoverable: recoverable, deliver: deliver)
     }
-    func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> { memory.head(of: stream, on: loop) }
     func history(of stream: StreamKey, after offset: StreamOffset, limit: Int, maxBytes: Int, on loop: any EventLoop)
         -> EventLoopFuture<Result<HistoryPage<Publication>, HistoryError>>
     {
         memory.history(of: stream, after: offset, limit: limit, maxBytes: maxBytes, on: loop)
     }
-    var memoryUsage: (events: Int, bytes: Int) { memory.memoryUsage }
 }

@@ -12,7 +12,7 @@ struct MetricsEndpoint {
         // 30 000 rooms as with 10.
         let sizes = hub.rooms.roomSizes()
         hub.metrics.delivery.rooms.set(sizes.rooms)
-        let history = hub.backends.broker.memoryUsage
+        let history = hub.backends.memoryHistory?.memoryUsage ?? (events: 0, bytes: 0)
         hub.metrics.delivery.historyEvents.set(history.events)
         hub.metrics.delivery.historyBytes.set(history.bytes)
         var out = hub.metrics.registry.render()

@@ -76,9 +76,9 @@ public final class Hub: Sendable {
             publisher: publisher)
         self.locations = LiveLocationService(
             maxSharesPerConnection: configuration.connections.maxLiveSharesPerConnection, timerLoop: timerLoop, clock: clock, publisher: publisher)
-        self.handover = RecoveryHandover(stripes: stripes, loops: partitions, kept: backends.keptSessions, broker: broker)
+        self.handover = RecoveryHandover(stripes: stripes, loops: partitions, kept: backends.keptSessions, control: backends.control)
         self.revocations = Revocations(
-            ttlSeconds: configuration.auth.revocationTTLSeconds, registry: registry, loops: partitions, kept: backends.keptSessions, broker: broker,
+            ttlSeconds: configuration.auth.revocationTTLSeconds, registry: registry, loops: partitions, kept: backends.keptSessions, control: backends.control,
             clock: clock, metrics: metrics)
         wire(windows: windows, timerLoop: timerLoop)
     }
@@ -91,7 +91,7 @@ public final class Hub: Sendable {
             publisher?.deliverFromCluster(stream, publication, offset: offset, routing: routing)
         }
         windows.setDeliver { [weak publisher] stream, message, routing in publisher?.deliverHere(stream, message, routing: routing) }
-        broker.setControlHandler { [weak revocations, weak handover] control in
+        backends.control.setControlHandler { [weak revocations, weak handover] control in
             switch control {
             case .endSessions(let user, let cutoff): revocations?.receivedEnd(user: user, revokedBefore: cutoff)
             case .handOver(let pid, let user): _ = handover?.handOver(pid: pid, user: user, on: timerLoop)
@@ -119,7 +119,7 @@ public final class Hub: Sendable {
     /// lag monitor, the memory history's trims.
     var backgroundServices: [any Service] {
         var services: [any Service] = [LagMonitor(loops: partitions.map(\.eventLoop), metrics: metrics)]
-        if let memory = backends.broker as? MemoryBroker { services.append(HistoryTrimmer(broker: memory, loop: partitions[0].eventLoop)) }
+        if let memory = backends.memoryHistory { services.append(HistoryTrimmer(broker: memory, loop: partitions[0].eventLoop)) }
         return services
     }
 

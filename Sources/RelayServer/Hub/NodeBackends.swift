@@ -8,6 +8,10 @@ import RelayCore
 /// which kind it has.
 public struct NodeBackends: Sendable {
     public let broker: any Broker
+    /// Control messages to the other nodes (none on one node).
+    public let control: any ControlChannel
+    /// The memory broker's history, when the node keeps it (its trims, its figures in metrics).
+    public let memoryHistory: MemoryBroker?
     public let keptSessions: any KeptSessionStore
     public let presence: any PresenceManager
     public let cluster: ClusterBus?
@@ -22,13 +26,15 @@ public struct NodeBackends: Sendable {
         // Each of a user's allowed connections may leave a session waiting and one more.
         let keptPerUser = max(8, 2 * configuration.connections.maxConnectionsPerUser)
         if let cluster {
+            let redis = RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs)
             return NodeBackends(
-                broker: RedisBroker(bus: cluster, limits: limits, wallMs: clock.wallMs),
+                broker: redis, control: redis, memoryHistory: nil,
                 keptSessions: RedisKeptSessionStore(redis: cluster.redis, maxPerUser: keptPerUser),
                 presence: RedisPresenceManager(bus: cluster), cluster: cluster, webhooks: webhooks)
         }
+        let memory = broker == nil ? MemoryBroker(limits: limits, wallMs: clock.wallMs) : nil
         return NodeBackends(
-            broker: broker ?? MemoryBroker(limits: limits, wallMs: clock.wallMs),
+            broker: broker ?? memory ?? MemoryBroker(limits: limits, wallMs: clock.wallMs), control: LocalControlChannel(), memoryHistory: memory,
             keptSessions: MemoryKeptSessionStore(wallMs: clock.wallMs, maxPerUser: keptPerUser),
             presence: MemoryPresenceManager(), cluster: nil, webhooks: webhooks)
     }

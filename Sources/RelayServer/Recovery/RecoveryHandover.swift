@@ -10,13 +10,13 @@ final class RecoveryHandover: Sendable {
     private let pids: LockStripes<[String: (ConnectionID, Int)]>
     private let loops: [LoopPartition]
     private let kept: any KeptSessionStore
-    private let broker: any Broker
+    private let control: any ControlChannel
 
-    init(stripes: Int, loops: [LoopPartition], kept: any KeptSessionStore, broker: any Broker) {
+    init(stripes: Int, loops: [LoopPartition], kept: any KeptSessionStore, control: any ControlChannel) {
         self.pids = LockStripes(count: stripes) { [:] }
         self.loops = loops
         self.kept = kept
-        self.broker = broker
+        self.control = control
     }
 
     /// A socket of this node answers to `pid` now.
@@ -55,8 +55,8 @@ final class RecoveryHandover: Sendable {
             return self.handOver(pid: pid, user: user, on: loop).flatMap { _ in
                 self.kept.take(pid: pid, user: user, on: loop)
             }.flatMap { second in
-                guard case .notFound = second, self.broker.crossesNodes, self.broker.isUp else { return loop.makeSucceededFuture(second) }
-                self.broker.broadcast(.handOver(pid: pid, user: user))
+                guard case .notFound = second, self.control.reachesOtherNodes else { return loop.makeSucceededFuture(second) }
+                self.control.broadcast(.handOver(pid: pid, user: user))
                 return self.retryTake(pid: pid, user: user, on: loop, waits: Self.remoteHandOverWaitsMs[...])
             }
         }

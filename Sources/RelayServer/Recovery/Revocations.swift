@@ -13,16 +13,16 @@ final class Revocations: Sendable {
     private let registry: ConnectionRegistry
     private let loops: [LoopPartition]
     private let kept: any KeptSessionStore
-    private let broker: any Broker
+    private let control: any ControlChannel
     private let clock: RelayClock
     private let metrics: RelayMetrics
 
-    init(ttlSeconds: Int64, registry: ConnectionRegistry, loops: [LoopPartition], kept: any KeptSessionStore, broker: any Broker, clock: RelayClock, metrics: RelayMetrics) {
+    init(ttlSeconds: Int64, registry: ConnectionRegistry, loops: [LoopPartition], kept: any KeptSessionStore, control: any ControlChannel, clock: RelayClock, metrics: RelayMetrics) {
         self.revoked = AuditedLock(RevocationList(ttlSeconds: ttlSeconds))
         self.registry = registry
         self.loops = loops
         self.kept = kept
-        self.broker = broker
+        self.control = control
         self.clock = clock
         self.metrics = metrics
     }
@@ -41,7 +41,7 @@ final class Revocations: Sendable {
             }
             kept.saveRevocation(user: user, cutoff: cutoff, ttlSeconds: ttl)
         }
-        broker.broadcast(.endSessions(user: user, revokedBefore: cutoff))
+        control.broadcast(.endSessions(user: user, revokedBefore: cutoff))
         return endLocalSessions(of: user)
     }
 
