@@ -16,17 +16,9 @@ public final class MemoryPresenceManager: PresenceManager {
 
 
 extension MemoryPresenceManager {
-    public func updateUser(_ user: String, devices: Int, disconnectedAt: Int64?) {}
-
-    public func users(_ local: [UserPresence], withRooms: Bool, on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[UserPresence]>> {
-        loop.makeSucceededFuture(PresenceAnswer(local))
-    }
-
     public func roomPresence(room: String, local: [PresenceEntry], on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[PresenceEntry]>> {
         loop.makeSucceededFuture(PresenceAnswer(local))
     }
-
-    public func restateUsers(_ local: [String: Int]) {}
 
     public func storedEntries(on loop: any EventLoop) -> EventLoopFuture<[StoredPresence]> {
         loop.makeSucceededFuture([])

@@ -3,6 +3,7 @@ import RelayCore
 
 /// Who is in a room, as Centrifuge's presence manager: the hub tells it this node's device
 /// count of a user in a room after every join and leave, and asks it for a room's presence.
+/// Users (online, last seen, their rooms) are the `UserDirectory`'s.
 /// `MemoryPresenceManager` answers with this node's view; `RedisPresenceManager` with the
 /// cluster's, falling back to this node's while Redis is unreachable.
 public protocol PresenceManager: AnyObject, Sendable {
@@ -13,23 +14,8 @@ public protocol PresenceManager: AnyObject, Sendable {
     /// The room's presence; `local` is this node's.
     func presence(room: String, local: [PresenceEntry], on loop: any EventLoop) -> EventLoopFuture<[PresenceEntry]>
 
-    // MARK: Users (PresenceManager+Users.swift)
-
-    /// This node now has `devices` sockets of `user`; `disconnectedAt` (wall ms) when one of them
-    /// just disconnected. Called under the hub's lock, so one user's updates reach the store in
-    /// order: it must only enqueue, never wait.
-    func updateUser(_ user: String, devices: Int, disconnectedAt: Int64?)
-
-    /// The users' presence (in `local`'s order; `withRooms`: their rooms too); `local` is this
-    /// node's view of each. `degraded` when that view is all the answer could be.
-    func users(_ local: [UserPresence], withRooms: Bool, on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[UserPresence]>>
-
     /// The room's presence as `presence(room:local:on:)`, saying whether it is only this node's.
     func roomPresence(room: String, local: [PresenceEntry], on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[PresenceEntry]>>
-
-    /// States this node's sockets per user again (after the store came back): users missing
-    /// from `local` have none here any more.
-    func restateUsers(_ local: [String: Int])
 
     /// This node's room presence as the shared store has it (after an outage it may still hold
     /// members who left while the store could not be told). A memory manager keeps no shared

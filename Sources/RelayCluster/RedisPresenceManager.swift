@@ -24,34 +24,10 @@ public final class RedisPresenceManager: PresenceManager {
 
 
 extension RedisPresenceManager {
-    public func updateUser(_ user: String, devices: Int, disconnectedAt: Int64?) {
-        // While Redis is down nothing is written: the node restates its users when it returns.
-        guard bus.isUp else { return }
-        bus.directory.updateUser(user, devices: devices, disconnected: disconnectedAt != nil)
-    }
-
-    public func users(_ local: [UserPresence], withRooms: Bool, on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[UserPresence]>> {
-        let degraded = PresenceAnswer(local, degraded: true)
-        guard bus.isUp else { return loop.makeSucceededFuture(degraded) }
-        let names = local.map(\.user)
-        let rooms = withRooms ? bus.directory.userRooms(names) : bus.eventLoop.makeSucceededFuture(names.map { _ in [String]() })
-        return bus.directory.readUsers(names).and(rooms).map { entries, rooms in
-            PresenceAnswer(
-                zip(names, zip(entries, rooms)).map { user, e in
-                    UserPresence(user: user, devices: e.0.devices, rooms: e.1, lastSeen: e.0.lastSeen)
-                })
-        }.recover { _ in degraded }.hop(to: loop)
-    }
-
     public func roomPresence(room: String, local: [PresenceEntry], on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[PresenceEntry]>> {
         let degraded = PresenceAnswer(local, degraded: true)
         guard bus.isUp else { return loop.makeSucceededFuture(degraded) }
         return bus.presence.read(room: room).map { PresenceAnswer($0) }.recover { _ in degraded }.hop(to: loop)
-    }
-
-    public func restateUsers(_ local: [String: Int]) {
-        guard bus.isUp else { return }
-        bus.directory.restateUsers(local)
     }
 
     public func storedEntries(on loop: any EventLoop) -> EventLoopFuture<[StoredPresence]> {

@@ -273,7 +273,7 @@ final class RedisDirectoryTests: XCTestCase {
         try await group.shutdownGracefully()
     }
 
-    func node(_ name: String) throws -> (ClusterBus, RedisPresenceManager) {
+    func node(_ name: String) throws -> (ClusterBus, RedisUserDirectory) {
         let endpoint = try XCTUnwrap(RedisEndpoint(url: "redis://127.0.0.1:\(try XCTUnwrap(redis).port)"))
         let bus = ClusterBus(nodeID: name, redis: RedisClient(endpoint: endpoint, eventLoop: loop), options: .init(heartbeatMs: 2_000), metrics: RelayMetrics().cluster, logger: Logger(label: "test"))
         buses.append(bus)
@@ -281,10 +281,10 @@ final class RedisDirectoryTests: XCTestCase {
         let deadline = Date().addingTimeInterval(10)
         while !bus.isUp, Date() < deadline { usleep(10_000) }
         XCTAssertTrue(bus.isUp)
-        return (bus, RedisPresenceManager(bus: bus))
+        return (bus, RedisUserDirectory(bus: bus))
     }
 
-    func users(_ manager: RedisPresenceManager, _ names: [String], rooms: Bool = false) throws -> PresenceAnswer<[UserPresence]> {
+    func users(_ manager: RedisUserDirectory, _ names: [String], rooms: Bool = false) throws -> PresenceAnswer<[UserPresence]> {
         try manager.users(names.map { UserPresence(user: $0, devices: 0) }, withRooms: rooms, on: loop).wait()
     }
 
@@ -366,7 +366,7 @@ final class RedisDirectoryTests: XCTestCase {
         let answer = try ma.users(local, withRooms: true, on: loop).wait()
         XCTAssertTrue(answer.degraded)
         XCTAssertEqual(answer.value, local)
-        let room = try ma.roomPresence(room: "r", local: [PresenceEntry(user: "bob", devices: 1)], on: loop).wait()
+        let room = try RedisPresenceManager(bus: a).roomPresence(room: "r", local: [PresenceEntry(user: "bob", devices: 1)], on: loop).wait()
         XCTAssertTrue(room.degraded)
     }
 }

@@ -53,7 +53,7 @@ public final class Hub: Sendable {
         let broker = backends.broker
         let registry = ConnectionRegistry(
             maxConnections: configuration.connections.maxConnections, maxConnectionsPerUser: configuration.connections.maxConnectionsPerUser, stripes: stripes,
-            broker: broker, presence: backends.presence, webhooks: backends.webhooks)
+            broker: broker, directory: backends.users, webhooks: backends.webhooks)
         let rooms = RoomDirectory(
             maxMembersPerRoom: configuration.events.maxMembersPerRoom, maxRoomsPerConnection: configuration.events.maxRoomsPerConnection,
             userJoins: configuration.events.userJoins, stripes: stripes,
@@ -70,7 +70,7 @@ public final class Hub: Sendable {
         self.rooms = rooms
         self.publisher = publisher
         self.presence = PresenceAnnouncer(
-            rooms: rooms, registry: registry, manager: backends.presence, broker: broker, publisher: publisher, clock: clock, homeLoop: timerLoop)
+            rooms: rooms, registry: registry, manager: backends.presence, directory: backends.users, broker: broker, publisher: publisher, clock: clock, homeLoop: timerLoop)
         self.typing = TypingService(
             windowMs: configuration.events.typingWindowMs, expiryMs: configuration.events.typingExpiryMs, stripes: stripes, timerLoop: timerLoop, clock: clock,
             publisher: publisher)

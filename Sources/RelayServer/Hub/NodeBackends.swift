@@ -14,6 +14,8 @@ public struct NodeBackends: Sendable {
     public let memoryHistory: MemoryBroker?
     public let keptSessions: any KeptSessionStore
     public let presence: any PresenceManager
+    /// Users: online, last seen, their rooms.
+    public let users: any UserDirectory
     public let cluster: ClusterBus?
     public let webhooks: Webhooks?
 
@@ -30,12 +32,12 @@ public struct NodeBackends: Sendable {
             return NodeBackends(
                 broker: redis, control: redis, memoryHistory: nil,
                 keptSessions: RedisKeptSessionStore(redis: cluster.redis, maxPerUser: keptPerUser),
-                presence: RedisPresenceManager(bus: cluster), cluster: cluster, webhooks: webhooks)
+                presence: RedisPresenceManager(bus: cluster), users: RedisUserDirectory(bus: cluster), cluster: cluster, webhooks: webhooks)
         }
         let memory = broker == nil ? MemoryBroker(limits: limits, wallMs: clock.wallMs) : nil
         return NodeBackends(
             broker: broker ?? memory ?? MemoryBroker(limits: limits, wallMs: clock.wallMs), control: LocalControlChannel(), memoryHistory: memory,
             keptSessions: MemoryKeptSessionStore(wallMs: clock.wallMs, maxPerUser: keptPerUser),
-            presence: MemoryPresenceManager(), cluster: nil, webhooks: webhooks)
+            presence: MemoryPresenceManager(), users: MemoryUserDirectory(), cluster: nil, webhooks: webhooks)
     }
 }

@@ -11,6 +11,7 @@ final class PresenceAnnouncer: Sendable {
     private let rooms: RoomDirectory
     private let registry: ConnectionRegistry
     private let manager: any PresenceManager
+    private let directory: any UserDirectory
     private let broker: any Broker
     private let publisher: Publisher
     private let clock: RelayClock
@@ -18,12 +19,13 @@ final class PresenceAnnouncer: Sendable {
     private let homeLoop: any EventLoop
 
     init(
-        rooms: RoomDirectory, registry: ConnectionRegistry, manager: any PresenceManager, broker: any Broker, publisher: Publisher,
+        rooms: RoomDirectory, registry: ConnectionRegistry, manager: any PresenceManager, directory: any UserDirectory, broker: any Broker, publisher: Publisher,
         clock: RelayClock, homeLoop: any EventLoop
     ) {
         self.rooms = rooms
         self.registry = registry
         self.manager = manager
+        self.directory = directory
         self.broker = broker
         self.publisher = publisher
         self.clock = clock
@@ -111,7 +113,7 @@ final class PresenceAnnouncer: Sendable {
     /// The users' presence, in `users`' order: cluster-wide when the node is in a cluster and
     /// Redis is up, this node's otherwise (`degraded` in a cluster).
     func userPresence(_ users: [String], withRooms: Bool, on loop: any EventLoop) -> EventLoopFuture<PresenceAnswer<[UserPresence]>> {
-        manager.users(localUsers(users, withRooms: withRooms), withRooms: withRooms, on: loop)
+        directory.users(localUsers(users, withRooms: withRooms), withRooms: withRooms, on: loop)
     }
 
     /// This node's view of `users` (their rooms too when `withRooms`).

@@ -22,19 +22,19 @@ final class ConnectionRegistry: Sendable {
     private let maxConnections: Int
     let clients = ClientCounts()
     private let broker: any Broker
-    private let presence: any PresenceManager
+    private let directory: any UserDirectory
     private let webhooks: Webhooks?
 
     /// Users whose last-seen time the node remembers, over all stripes.
     static let lastSeenCapacity = 1_000_000
 
     init(
-        maxConnections: Int, maxConnectionsPerUser: Int, stripes: Int, broker: any Broker, presence: any PresenceManager,
+        maxConnections: Int, maxConnectionsPerUser: Int, stripes: Int, broker: any Broker, directory: any UserDirectory,
         webhooks: Webhooks?
     ) {
         self.maxConnections = maxConnections
         self.broker = broker
-        self.presence = presence
+        self.directory = directory
         self.webhooks = webhooks
         self.users = LockStripes(count: stripes) {
             UserStripe(
@@ -63,7 +63,7 @@ final class ConnectionRegistry: Sendable {
                     broker.subscribe(.user(info.user))
                     webhooks?.userPresence(info.user, present: true)
                 }
-                presence.updateUser(info.user, devices: devices, disconnectedAt: nil)
+                directory.updateUser(info.user, devices: devices, disconnectedAt: nil)
             }
         } catch {
             total.wrappingDecrement(ordering: .relaxed)
@@ -88,7 +88,7 @@ final class ConnectionRegistry: Sendable {
                 webhooks?.userPresence(user, present: false)
             }
             s.lastSeen.record(user, at: wallNow)
-            presence.updateUser(user, devices: devices, disconnectedAt: wallNow)
+            directory.updateUser(user, devices: devices, disconnectedAt: wallNow)
             return true
         }
         guard wasRegistered else { return false }
@@ -132,7 +132,7 @@ final class ConnectionRegistry: Sendable {
     func restate() {
         var counts: [String: Int] = [:]
         func lock(from index: Int) {
-            guard index < users.boxes.count else { return presence.restateUsers(counts) }
+            guard index < users.boxes.count else { return directory.restateUsers(counts) }
             users.boxes[index].withLockedValue { s in
                 counts.merge(s.directory.connectionCounts()) { a, _ in a }
                 lock(from: index + 1)
