@@ -47,7 +47,7 @@ package final class ReceiptReplicator: Sendable {
         /// A round is under way (push, then pull).
         var running = false
         /// What this node knows of the stream, once loaded from the store.
-        var replication: SQLiteReceiptStore.ReplicationState?
+        var replication: ReplicationLedger.State?
         var watermark: ReceiptWatermark
         var rounds = 0
         /// The last pull filled a whole batch: add less while reading on (after a loss every node
@@ -98,9 +98,9 @@ package final class ReceiptReplicator: Sendable {
         eventLoop.flatSubmit { self.round() }
     }
 
-    private func replication() -> EventLoopFuture<SQLiteReceiptStore.ReplicationState> {
+    private func replication() -> EventLoopFuture<ReplicationLedger.State> {
         if let known = state.withLockedValue({ $0.replication }) { return eventLoop.makeSucceededFuture(known) }
-        return store.replicationState(on: eventLoop).map { loaded in
+        return store.replication.replicationState(on: eventLoop).map { loaded in
             self.state.withLockedValue { s in
                 if s.replication == nil { s.replication = loaded }
                 return s.replication ?? loaded
@@ -108,7 +108,7 @@ package final class ReceiptReplicator: Sendable {
         }
     }
 
-    private func update(_ body: (inout SQLiteReceiptStore.ReplicationState) -> Void) {
+    private func update(_ body: (inout ReplicationLedger.State) -> Void) {
         state.withLockedValue { s in
             guard var r = s.replication else { return }
             body(&r)
@@ -121,7 +121,7 @@ package final class ReceiptReplicator: Sendable {
             // Behind in the stream: a tenth of a batch, so that this node's receipts still go
             // out but the stream grows no faster than it is read.
             let limit = self.state.withLockedValue { $0.behind } ? Self.batch / 10 : Self.batch
-            return self.store.pendingReplicas(limit: limit, on: self.eventLoop).flatMap { pending in self.push(pending, known: known) }
+            return self.store.replication.pendingReplicas(limit: limit, on: self.eventLoop).flatMap { pending in self.push(pending, known: known) }
         }.flatMap { fine in
             guard fine else { return self.eventLoop.makeSucceededVoidFuture() }
             return self.pull().flatMap { self.measureWatermark() }
@@ -129,7 +129,7 @@ package final class ReceiptReplicator: Sendable {
     }
 
     /// The round's script; `false` when a loss was found and handled (the round ends there).
-    private func push(_ pending: [SQLiteReceiptStore.PendingReplica], known: SQLiteReceiptStore.ReplicationState) -> EventLoopFuture<Bool> {
+    private func push(_ pending: [ReplicationLedger.PendingReplica], known: ReplicationLedger.State) -> EventLoopFuture<Bool> {
         let floor = ReceiptRecovery.floor(known)
         var args = ["EVAL", ReceiptScripts.round, String(ReceiptScripts.keys.count)] + ReceiptScripts.keys
         args += [nodeID, known.epoch, String(known.seq), known.published, known.streamID, floor.description, Self.token(), String(Self.maxLength)]
@@ -140,7 +140,7 @@ package final class ReceiptReplicator: Sendable {
             }
             switch reply {
             case .ok(let epoch, let seq, _):
-                return self.store.markReplicated(pending.map(\.receipt.id), epoch: epoch, seq: seq, published: known.streamID, on: self.eventLoop).map {
+                return self.store.replication.markReplicated(pending.map(\.receipt.id), epoch: epoch, seq: seq, published: known.streamID, on: self.eventLoop).map {
                     self.update { r in
                         r.epoch = epoch
                         r.seq = seq
@@ -154,9 +154,9 @@ package final class ReceiptReplicator: Sendable {
         }
     }
 
-    private func recover(_ known: SQLiteReceiptStore.ReplicationState, _ loss: ReceiptRoundReply.Loss) -> EventLoopFuture<Void> {
+    private func recover(_ known: ReplicationLedger.State, _ loss: ReceiptRoundReply.Loss) -> EventLoopFuture<Void> {
         let (floor, next) = ReceiptRecovery.recovered(known, after: loss)
-        return store.replayAfterLoss(above: floor.gid, state: next, on: eventLoop).map { requeued in
+        return store.replication.replayAfterLoss(above: floor.gid, state: next, on: eventLoop).map { requeued in
             self.state.withLockedValue { s in
                 s.replication = next
                 s.watermark.reset()
@@ -175,7 +175,7 @@ package final class ReceiptReplicator: Sendable {
                 self.state.withLockedValue { $0.behind = read.count >= Self.batch }
                 let entries = read.compactMap(Self.entry)
                 guard let last = entries.last else { return self.eventLoop.makeSucceededVoidFuture() }
-                return self.store.applyReplicated(entries.map { ($0.gid, $0.origin, $0.receipt) }, lastStreamID: last.id, on: self.eventLoop).map { _ in
+                return self.store.replication.applyReplicated(entries.map { ($0.gid, $0.origin, $0.receipt) }, lastStreamID: last.id, on: self.eventLoop).map { _ in
                     self.update { r in
                         // A loss handled meanwhile rewound the position: keep that.
                         if r.streamID == from { r.streamID = last.id }
@@ -205,7 +205,7 @@ package final class ReceiptReplicator: Sendable {
             guard let settled, let known = self.state.withLockedValue({ $0.replication }), settled.description != known.watermark else {
                 return self.eventLoop.makeSucceededVoidFuture()
             }
-            return self.store.saveWatermark(settled.description, on: self.eventLoop).map {
+            return self.store.replication.saveWatermark(settled.description, on: self.eventLoop).map {
                 self.update { $0.watermark = settled.description }
             }
         }

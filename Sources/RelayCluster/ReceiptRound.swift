@@ -56,7 +56,7 @@ package enum ReceiptRecovery {
     /// The floor this node replays from: the lowest of its watermark, its read position and the
     /// floor the epoch was declared with. (The declared floor is another node's watermark; a
     /// node that had read less was not counted in it, so its own position counts too.)
-    package static func floor(_ state: SQLiteReceiptStore.ReplicationState, declaredFrom: String = "") -> ReceiptStreamID {
+    package static func floor(_ state: ReplicationLedger.State, declaredFrom: String = "") -> ReceiptStreamID {
         var floor = min(ReceiptStreamID(state.watermark) ?? .zero, ReceiptStreamID(state.streamID) ?? .zero)
         if let from = ReceiptStreamID(declaredFrom) { floor = min(floor, from) }
         return floor
@@ -65,7 +65,7 @@ package enum ReceiptRecovery {
     /// The node's state after handling `loss`: the new epoch, the counter and published position
     /// Redis has now, and the read position rewound to the floor — or to the stream's end when
     /// that is lower (the stream restarted; every entry appended from now on is above its end).
-    package static func recovered(_ state: SQLiteReceiptStore.ReplicationState, after loss: ReceiptRoundReply.Loss) -> (floor: ReceiptStreamID, state: SQLiteReceiptStore.ReplicationState) {
+    package static func recovered(_ state: ReplicationLedger.State, after loss: ReceiptRoundReply.Loss) -> (floor: ReceiptStreamID, state: ReplicationLedger.State) {
         let floor = floor(state, declaredFrom: loss.from)
         var next = state
         next.epoch = loss.epoch

@@ -53,7 +53,7 @@ final class ReceiptReplicatorTests: XCTestCase {
     }
 
     func testRecoveryFloorAndRewind() {
-        let state = SQLiteReceiptStore.ReplicationState(streamID: "90-0", epoch: "e1", seq: 40, published: "80-0", watermark: "70-0")
+        let state = ReplicationLedger.State(streamID: "90-0", epoch: "e1", seq: 40, published: "80-0", watermark: "70-0")
         XCTAssertEqual(ReceiptRecovery.floor(state), ReceiptStreamID(ms: 70, seq: 0), "the watermark")
         XCTAssertEqual(ReceiptRecovery.floor(state, declaredFrom: "60-0"), ReceiptStreamID(ms: 60, seq: 0), "a lower declared floor counts")
         XCTAssertEqual(ReceiptRecovery.floor(state, declaredFrom: "75-0"), ReceiptStreamID(ms: 70, seq: 0))

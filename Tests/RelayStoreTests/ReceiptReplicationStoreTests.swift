@@ -50,16 +50,16 @@ final class ReceiptReplicationStoreTests: XCTestCase {
     func testReplicationStateDefaultsAndRoundTrips() async throws {
         let store = try makeStore()
         let loop = group.next()
-        let v1 = try await store.replicationState(on: loop).get()
+        let v1 = try await store.replication.replicationState(on: loop).get()
         XCTAssertEqual(v1, .init(), "a new database knows no epoch, counter or position")
         let own = try await store.record(receipt("m1"), on: loop).get()
-        try await store.markReplicated([own.receipt.id], epoch: "e1", seq: 7, published: "5-0", on: loop).get()
-        try await store.saveWatermark("4-1", on: loop).get()
-        _ = try await store.applyReplicated([(gid: 6 * 65_536, origin: "node-b", receipt: receipt("m2"))], lastStreamID: "6-0", on: loop).get()
+        try await store.replication.markReplicated([own.receipt.id], epoch: "e1", seq: 7, published: "5-0", on: loop).get()
+        try await store.replication.saveWatermark("4-1", on: loop).get()
+        _ = try await store.replication.applyReplicated([(gid: 6 * 65_536, origin: "node-b", receipt: receipt("m2"))], lastStreamID: "6-0", on: loop).get()
         await store.close()
 
         let reopened = try makeStore()
-        let state = try await reopened.replicationState(on: group.next()).get()
+        let state = try await reopened.replication.replicationState(on: group.next()).get()
         XCTAssertEqual(state, .init(streamID: "6-0", epoch: "e1", seq: 7, published: "5-0", watermark: "4-1"), "a restarted node remembers what Redis confirmed")
         await reopened.close()
     }
@@ -68,14 +68,14 @@ final class ReceiptReplicationStoreTests: XCTestCase {
         let store = try makeStore()
         let loop = group.next()
         let own = try await store.record(receipt("m1"), on: loop).get()
-        _ = try await store.applyReplicated([(gid: 10 * 65_536, origin: "node-b", receipt: receipt("m2"))], lastStreamID: "10-0", on: loop).get()
-        var pending = try await store.pendingReplicas(limit: 10, on: loop).get()
+        _ = try await store.replication.applyReplicated([(gid: 10 * 65_536, origin: "node-b", receipt: receipt("m2"))], lastStreamID: "10-0", on: loop).get()
+        var pending = try await store.replication.pendingReplicas(limit: 10, on: loop).get()
         XCTAssertEqual(pending.map(\.receipt.messageID), ["m1"], "only this node's new receipt waits; replicas from the stream do not")
         XCTAssertNil(pending.first?.origin)
         XCTAssertEqual(pending.first?.receipt.id, own.receipt.id)
 
-        _ = try await store.replayAfterLoss(above: 0, state: .init(), on: loop).get()
-        pending = try await store.pendingReplicas(limit: 10, on: loop).get()
+        _ = try await store.replication.replayAfterLoss(above: 0, state: .init(), on: loop).get()
+        pending = try await store.replication.pendingReplicas(limit: 10, on: loop).get()
         XCTAssertEqual(pending.map(\.receipt.messageID), ["m1", "m2"])
         XCTAssertEqual(pending.map(\.origin), [nil, "node-b"], "a replica is sent again under the node that acked it")
         await store.close()
@@ -93,8 +93,8 @@ final class ReceiptReplicationStoreTests: XCTestCase {
         let m2 = try await store.record(receipt("m2"), on: loop).get()
         let m3 = try await store.record(receipt("m3"), on: loop).get()
         _ = try await store.record(receipt("m4"), on: loop).get()
-        try await store.markReplicated([m1.receipt.id, m2.receipt.id, m3.receipt.id], epoch: "e1", seq: 3, published: "", on: loop).get()
-        _ = try await store.applyReplicated(
+        try await store.replication.markReplicated([m1.receipt.id, m2.receipt.id, m3.receipt.id], epoch: "e1", seq: 3, published: "", on: loop).get()
+        _ = try await store.replication.applyReplicated(
             [
                 (gid: 50, origin: "node-b", receipt: receipt("m5")), (gid: 100, origin: "node-a", receipt: receipt("m1")),
                 (gid: 300, origin: "node-a", receipt: receipt("m2")), (gid: 400, origin: "node-b", receipt: receipt("m6")),
@@ -104,8 +104,8 @@ final class ReceiptReplicationStoreTests: XCTestCase {
         XCTAssertEqual(before["m1"]?.gid, 100)
         XCTAssertNil(before["m3"]?.gid)
 
-        let next = SQLiteReceiptStore.ReplicationState(streamID: "0-200", epoch: "e2", seq: 1, published: "0-90", watermark: "0-200")
-        let requeued = try await store.replayAfterLoss(above: 200, state: next, on: loop).get()
+        let next = ReplicationLedger.State(streamID: "0-200", epoch: "e2", seq: 1, published: "0-90", watermark: "0-200")
+        let requeued = try await store.replication.replayAfterLoss(above: 200, state: next, on: loop).get()
         XCTAssertEqual(requeued, 4, "m2, m3, m4 and m6")
         let after = try rows()
         XCTAssertEqual(after["m1"]?.gid, 100)
@@ -117,14 +117,14 @@ final class ReceiptReplicationStoreTests: XCTestCase {
             XCTAssertEqual(after[m]?.replicated, 0, "\(m): sent again")
         }
         XCTAssertEqual(after["m6"]?.origin, "node-b")
-        let v2 = try await store.replicationState(on: loop).get()
+        let v2 = try await store.replication.replicationState(on: loop).get()
         XCTAssertEqual(v2, next, "the new epoch and position commit with the queue")
 
         // Sync by cluster cursor hides them until the stream hands out new cursors, then
         // returns them above every cursor given before: a reader may see one twice, never misses one.
         let v3 = try await store.sync(authorID: "alice", since: 0, limit: 10, on: loop).get().map(\.messageID)
         XCTAssertEqual(v3, ["m5", "m1"])
-        _ = try await store.applyReplicated(
+        _ = try await store.replication.applyReplicated(
             [(gid: 900, origin: "node-a", receipt: receipt("m2")), (gid: 901, origin: "node-b", receipt: receipt("m6")), (gid: 902, origin: "node-b", receipt: receipt("m6"))],
             lastStreamID: "0-902", on: loop
         ).get()
