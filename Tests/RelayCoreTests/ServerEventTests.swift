@@ -45,7 +45,7 @@ final class ServerEventTests: XCTestCase {
     func testNoEventNameLiteralOutsideThePolicyTable() throws {
         let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Sources")
-        let table = sources.appendingPathComponent("RelayCore/Events/EventPolicy.swift").standardizedFileURL.path
+        let table = sources.appendingPathComponent("RelayCore/Events/EventPolicyTable.swift").standardizedFileURL.path
         let names = Set(EventPolicyTable.known.keys)
         var offenders: [String] = []
         let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)
