@@ -6,6 +6,7 @@ import XCTest
 
 @testable import RelayCluster
 @testable import RelayServer
+import RelayBackends
 
 /// Redis Cluster safety (#31): every EVAL the relay sends declares all the keys it touches,
 /// and they share one hash slot; no script builds a key name; a script that publishes does so
@@ -101,7 +102,7 @@ final class RedisClusterSlotTests: XCTestCase {
 
     func testWebhookScriptsTouchOneKey() {
         for name in names {
-            for kind in [Webhooks.Kind.user, .room] {
+            for kind in [PresenceSubject.user, .room] {
                 for present in [true, false] {
                     let c = WebhookScripts.setPresentCommands(kind, name, node: "node-a", present: present)
                     XCTAssertEqual(keys(of: c.script), [WebhookScripts.memberKey(kind, name)])
@@ -152,7 +153,7 @@ final class RedisClusterSlotTests: XCTestCase {
             "Sources/RelayCluster/NodeSweeper.swift", "Sources/RelayCluster/ClusterScripts.swift",
             "Sources/RelayCluster/DirectoryScripts.swift", "Sources/RelayCluster/HistoryScripts.swift", "Sources/RelayCluster/RedisBroker.swift",
             "Sources/RelayCluster/RedisPresenceManager.swift", "Sources/RelayCluster/RedisKeptSessionStore.swift",
-            "Sources/RelayServer/Webhooks/WebhookScripts.swift", "Sources/RelayServer/Webhooks/Webhooks.swift",
+            "Sources/RelayCluster/WebhookScripts.swift", "Sources/RelayCluster/RedisWebhookPresence.swift",
         ]
         var sites: [String] = []
         for file in files {

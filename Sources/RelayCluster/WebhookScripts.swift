@@ -1,4 +1,4 @@
-import RelayCluster
+import RelayBackends
 
 /// The Lua scripts that decide, cluster-wide and atomically, which node sends a user's (or a
 /// room's) first/last webhook (docs/PROTOCOL.md §13). Each runs atomically in Redis on one
@@ -11,16 +11,16 @@ import RelayCluster
 /// `relay:wh:node-rooms:{node}` (sets: what a node holds, for the sweep of a dead node; written
 /// only by that node and by its sweeper, with plain SADD before the member's script when it
 /// becomes present and SREM after it when it is gone, so a sweep never misses a member).
-enum WebhookScripts {
-    static func userKey(_ user: String) -> String { "relay:wh:user:" + ClusterKeys.tag(user) }
-    static func roomKey(_ room: String) -> String { "relay:wh:room:" + ClusterKeys.tag(room) }
-    static func nodeUsers(_ node: String) -> String { "relay:wh:node-users:" + ClusterKeys.tag(node) }
-    static func nodeRooms(_ node: String) -> String { "relay:wh:node-rooms:" + ClusterKeys.tag(node) }
+package enum WebhookScripts {
+    package static func userKey(_ user: String) -> String { "relay:wh:user:" + ClusterKeys.tag(user) }
+    package static func roomKey(_ room: String) -> String { "relay:wh:room:" + ClusterKeys.tag(room) }
+    package static func nodeUsers(_ node: String) -> String { "relay:wh:node-users:" + ClusterKeys.tag(node) }
+    package static func nodeRooms(_ node: String) -> String { "relay:wh:node-rooms:" + ClusterKeys.tag(node) }
 
     /// KEYS: the hash. ARGV: node, 1 (present) or 0 (gone).
     /// Returns {before, after, since, now}: nodes holding the member before and after, when it
     /// became present (ms), Redis's clock (ms).
-    static let setPresent = """
+    package static let setPresent = """
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         local field = 'n:' .. ARGV[1]
@@ -47,7 +47,7 @@ enum WebhookScripts {
     /// A (dead) node no longer holds one member. KEYS: the member's hash. ARGV: node.
     /// Returns {1, msPresent} when no node holds the member any more (this call removed the
     /// last holder), {0, 0} otherwise (including when the node did not hold it: idempotent).
-    static let sweepMember = """
+    package static let sweepMember = """
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         local field = 'n:' .. ARGV[1]
@@ -64,17 +64,17 @@ enum WebhookScripts {
         return {1, now - since}
         """
 
-    static func memberKey(_ kind: Webhooks.Kind, _ name: String) -> String {
+    package static func memberKey(_ kind: PresenceSubject, _ name: String) -> String {
         kind == .user ? userKey(name) : roomKey(name)
     }
 
-    static func nodeSet(_ kind: Webhooks.Kind, _ node: String) -> String {
+    package static func nodeSet(_ kind: PresenceSubject, _ node: String) -> String {
         kind == .user ? nodeUsers(node) : nodeRooms(node)
     }
 
     /// The commands of one change on `node`, in order: the node's set first when the member
     /// becomes present, the member's script, the node's set last when it is gone.
-    static func setPresentCommands(_ kind: Webhooks.Kind, _ name: String, node: String, present: Bool) -> (before: [String]?, script: [String], after: [String]?) {
+    package static func setPresentCommands(_ kind: PresenceSubject, _ name: String, node: String, present: Bool) -> (before: [String]?, script: [String], after: [String]?) {
         let set = nodeSet(kind, node)
         return (
             present ? ["SADD", set, name] : nil,
@@ -83,7 +83,7 @@ enum WebhookScripts {
         )
     }
 
-    static func sweepMemberCommand(_ kind: Webhooks.Kind, _ name: String, node: String) -> [String] {
+    package static func sweepMemberCommand(_ kind: PresenceSubject, _ name: String, node: String) -> [String] {
         ["EVAL", sweepMember, "1", memberKey(kind, name), node]
     }
 }
