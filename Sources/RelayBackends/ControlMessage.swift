@@ -5,14 +5,14 @@ import RelayCore
 /// by the Redis broker, dropped by the memory broker (there is no other node).
 public enum ControlMessage: Sendable, Equatable {
     /// Close every socket of `user`; with a cutoff, refuse its tokens issued before it (s).
-    case endSessions(user: String, revokedBefore: Int64?)
+    case disconnectUser(user: String, revokedBefore: Int64?)
     /// A client reconnected elsewhere with this `pid`: the node holding a live connection of
     /// `user` with it hands the session over (closes it, keeps the record for recovery).
     case handOver(pid: String, user: String)
 
     package var json: JSONValue {
         switch self {
-        case .endSessions(let user, let cutoff):
+        case .disconnectUser(let user, let cutoff):
             var fields: [(String, JSONValue)] = [("t", "end"), ("u", .string(user))]
             if let cutoff { fields.append(("r", .int(cutoff))) }
             return .object(fields)
@@ -28,7 +28,7 @@ public enum ControlMessage: Sendable, Equatable {
         case "end"?:
             let cutoff = json["r"]?.intValue
             if json["r"] != nil && cutoff == nil { return nil }
-            self = .endSessions(user: user, revokedBefore: cutoff)
+            self = .disconnectUser(user: user, revokedBefore: cutoff)
         case "handover"?:
             guard let pid = json["p"]?.stringValue, Identifier.isValid(pid, maxBytes: 64) else { return nil }
             self = .handOver(pid: pid, user: user)

@@ -8,8 +8,8 @@ import XCTest
 final class ControlMessageTests: XCTestCase {
     func testEveryMessageReadsBackAsSent() {
         let messages: [ControlMessage] = [
-            .endSessions(user: "alice", revokedBefore: nil),
-            .endSessions(user: "alice", revokedBefore: 1_700_000_000),
+            .disconnectUser(user: "alice", revokedBefore: nil),
+            .disconnectUser(user: "alice", revokedBefore: 1_700_000_000),
             .handOver(pid: "Bom6EtMa9T-Hl8pjP_uXLw", user: "alice"),
         ]
         for message in messages {

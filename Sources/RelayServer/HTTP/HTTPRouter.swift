@@ -62,10 +62,10 @@ struct HTTPRouter: Sendable {
 
     func route(_ request: HTTPRequest) -> HTTPResponse {
         let query = QueryString(uri: request.head.uri)
-        if let user = UserSessionsEndpoint.user(inPath: query.path) {
+        if let user = UserDisconnectEndpoint.user(inPath: query.path) {
             guard authorized(request, key: relay.configuration.auth.apiKey) else { return unauthorized() }
             guard request.method == .POST else { return .error(.methodNotAllowed, code: "method_not_allowed", message: "use POST") }
-            return UserSessionsEndpoint(hub: relay.hub).handle(user: user, body: request.body)
+            return UserDisconnectEndpoint(hub: relay.hub).handle(user: user, body: request.body)
         }
         switch (request.method, query.path) {
         case (_, "/socket.io/"), (_, "/socket.io"):

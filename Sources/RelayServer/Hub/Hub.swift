@@ -93,7 +93,7 @@ public final class Hub: Sendable {
         windows.setDeliver { [weak publisher] stream, message, routing in publisher?.deliverHere(stream, message, routing: routing) }
         backends.control.setControlHandler { [weak revocations, weak handover] control in
             switch control {
-            case .endSessions(let user, let cutoff): revocations?.receivedEnd(user: user, revokedBefore: cutoff)
+            case .disconnectUser(let user, let cutoff): revocations?.receivedEnd(user: user, revokedBefore: cutoff)
             case .handOver(let pid, let user): _ = handover?.handOver(pid: pid, user: user, on: timerLoop)
             }
         }

@@ -31,7 +31,7 @@ final class Revocations: Sendable {
     /// tokens issued before this second are refused from now on, cluster-wide. Returns the
     /// sockets closed on this node.
     @discardableResult
-    func endSessions(of user: String, revoke: Bool) -> Int {
+    func disconnect(user: String, revoke: Bool) -> Int {
         let now = clock.wallMs() / 1000
         let cutoff: Int64? = revoke ? now : nil
         if let cutoff {
@@ -41,7 +41,7 @@ final class Revocations: Sendable {
             }
             kept.saveRevocation(user: user, cutoff: cutoff, ttlSeconds: ttl)
         }
-        control.broadcast(.endSessions(user: user, revokedBefore: cutoff))
+        control.broadcast(.disconnectUser(user: user, revokedBefore: cutoff))
         return endLocalSessions(of: user)
     }
 

@@ -9,13 +9,13 @@ import RelayLocks
 /// A share that ends without its sender's `location:stop` (expired, left, disconnected) is
 /// announced to its room with the reason.
 final class LiveLocationService: Sendable {
-    private let shares: AuditedLock<LiveLocationSessions>
+    private let shares: AuditedLock<LiveLocationShares>
     private let timer: DeadlineScheduler
     private let clock: RelayClock
     private let publisher: Publisher
 
     init(maxSharesPerConnection: Int, timerLoop: any EventLoop, clock: RelayClock, publisher: Publisher) {
-        self.shares = AuditedLock(LiveLocationSessions(maxSharesPerConnection: maxSharesPerConnection))
+        self.shares = AuditedLock(LiveLocationShares(maxSharesPerConnection: maxSharesPerConnection))
         self.timer = DeadlineScheduler(eventLoop: timerLoop, now: clock.monotonicMs)
         self.clock = clock
         self.publisher = publisher
@@ -58,7 +58,7 @@ final class LiveLocationService: Sendable {
         return next
     }
 
-    private func announce(_ ended: [LiveLocationSessions.Key], reason: String, exclude: ConnectionID?) {
+    private func announce(_ ended: [LiveLocationShares.Key], reason: String, exclude: ConnectionID?) {
         guard !ended.isEmpty else { return }
         let ts = clock.wallMs()
         for key in ended {

@@ -7,10 +7,10 @@ import XCTest
 
 @testable import RelayServer
 
-/// The hub's state is split over lock shards (rooms by name, connections by id, sids by sid):
-/// what spans shards — the per-connection room limit, disconnect, typing timers, admin views —
+/// The hub's state is split over lock stripes (rooms by name, connections by id, sids by sid):
+/// what spans stripes — the per-connection room limit, disconnect, typing timers, admin views —
 /// behaves as one registry did.
-final class HubShardingTests: XCTestCase {
+final class LockStripeTests: XCTestCase {
     let loopA = EmbeddedEventLoop()
     let loopB = EmbeddedEventLoop()
     let clock = ManualClock()

@@ -8,7 +8,7 @@ import RelayCore
 /// second, cluster-wide, for `--revocation-ttl-s` (`token_revoked`). Answers
 /// `{"user","disconnected":N,"revoked":bool}`, N counting this node's sockets (the other nodes
 /// close theirs when the message reaches them, within a Redis round trip).
-struct UserSessionsEndpoint {
+struct UserDisconnectEndpoint {
     let hub: Hub
 
     /// The user of `/api/v1/users/{user}/disconnect`, percent-decoded; `nil` for other paths.
@@ -35,7 +35,7 @@ struct UserSessionsEndpoint {
             default: return .error(.badRequest, code: "invalid_payload", message: "revoke must be a boolean")
             }
         }
-        let closed = hub.revocations.endSessions(of: user, revoke: revoke)
+        let closed = hub.revocations.disconnect(user: user, revoke: revoke)
         return .json(.ok, .object([("user", .string(user)), ("disconnected", .int(Int64(closed))), ("revoked", .bool(revoke))]))
     }
 }

@@ -1,7 +1,7 @@
 /// Live location shares: a user shares in a room for a duration; updates are accepted only
 /// inside a live share, and a share ends at its duration (or on stop, or when its connection
 /// closes). Time is passed in milliseconds.
-public struct LiveLocationSessions: Sendable {
+public struct LiveLocationShares: Sendable {
     public struct Key: Hashable, Sendable, Comparable {
         public var room: String
         public var user: String

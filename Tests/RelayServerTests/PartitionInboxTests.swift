@@ -7,9 +7,9 @@ import XCTest
 
 @testable import RelayServer
 
-/// Deliveries posted to a loop shard run in the order they were posted, in batches, from any
+/// Deliveries posted to a loop partition run in the order they were posted, in batches, from any
 /// thread; one posted while a batch runs goes to the next batch.
-final class ShardInboxTests: XCTestCase {
+final class PartitionInboxTests: XCTestCase {
     func message(_ text: String) -> OutboundMessage {
         OutboundMessage(bytes: ByteBuffer(string: text))
     }

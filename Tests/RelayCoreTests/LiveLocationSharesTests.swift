@@ -2,19 +2,19 @@ import RelayTestSupport
 import XCTest
 @testable import RelayCore
 
-final class LiveLocationSessionsTests: XCTestCase {
+final class LiveLocationSharesTests: XCTestCase {
     private let c1 = ConnectionID(1)
     private let c2 = ConnectionID(2)
-    private typealias Key = LiveLocationSessions.Key
+    private typealias Key = LiveLocationShares.Key
 
-    private func assertUpdateAllowed(_ s: LiveLocationSessions, _ room: String, _ user: String, now: Int64,
+    private func assertUpdateAllowed(_ s: LiveLocationShares, _ room: String, _ user: String, now: Int64,
                                      file: StaticString = #filePath, line: UInt = #line) {
         do { try s.checkUpdate(room: room, user: user, now: now) } catch {
             XCTFail("update refused: \(error)", file: file, line: line)
         }
     }
 
-    private func assertUpdateRefused(_ s: LiveLocationSessions, _ room: String, _ user: String, now: Int64,
+    private func assertUpdateRefused(_ s: LiveLocationShares, _ room: String, _ user: String, now: Int64,
                                      file: StaticString = #filePath, line: UInt = #line) {
         do {
             try s.checkUpdate(room: room, user: user, now: now)
@@ -25,7 +25,7 @@ final class LiveLocationSessionsTests: XCTestCase {
         }
     }
 
-    private func start(_ s: inout LiveLocationSessions, _ room: String, _ user: String, _ conn: ConnectionID,
+    private func start(_ s: inout LiveLocationShares, _ room: String, _ user: String, _ conn: ConnectionID,
                        seconds: Int64, now: Int64, file: StaticString = #filePath, line: UInt = #line) -> Int64? {
         do { return try s.start(room: room, user: user, connection: conn, durationSec: seconds, now: now) } catch {
             XCTFail("unexpected \(error)", file: file, line: line)
@@ -34,14 +34,14 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testUpdateRefusedWithoutAShare() {
-        let s = LiveLocationSessions(maxSharesPerConnection: 16)
+        let s = LiveLocationShares(maxSharesPerConnection: 16)
         assertUpdateRefused(s, "r", "alice", now: 0)
         XCTAssertEqual(s.count, 0)
         XCTAssertNil(s.nextDeadline)
     }
 
     func testShareAllowsUpdatesUntilItsEnd() {
-        var s = LiveLocationSessions(maxSharesPerConnection: 16)
+        var s = LiveLocationShares(maxSharesPerConnection: 16)
         XCTAssertEqual(start(&s, "r", "alice", c1, seconds: 60, now: 1_000), 61_000)
         XCTAssertEqual(s.count, 1)
         XCTAssertEqual(s.nextDeadline, 61_000)
@@ -55,7 +55,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testRestartExtends() {
-        var s = LiveLocationSessions(maxSharesPerConnection: 16)
+        var s = LiveLocationShares(maxSharesPerConnection: 16)
         _ = start(&s, "r", "alice", c1, seconds: 10, now: 0)
         XCTAssertEqual(start(&s, "r", "alice", c1, seconds: 30, now: 5_000), 35_000)
         XCTAssertEqual(s.count, 1)
@@ -64,7 +64,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testStop() {
-        var s = LiveLocationSessions(maxSharesPerConnection: 16)
+        var s = LiveLocationShares(maxSharesPerConnection: 16)
         _ = start(&s, "r", "alice", c1, seconds: 60, now: 0)
         XCTAssertTrue(s.stop(room: "r", user: "alice"))
         assertUpdateRefused(s, "r", "alice", now: 1)
@@ -75,7 +75,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testExpire() {
-        var s = LiveLocationSessions(maxSharesPerConnection: 16)
+        var s = LiveLocationShares(maxSharesPerConnection: 16)
         _ = start(&s, "r2", "bob", c2, seconds: 10, now: 0)
         _ = start(&s, "r1", "alice", c1, seconds: 10, now: 0)
         _ = start(&s, "r1", "carol", c1, seconds: 20, now: 0)
@@ -92,7 +92,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testConnectionClosedEndsItsShares() {
-        var s = LiveLocationSessions(maxSharesPerConnection: 16)
+        var s = LiveLocationShares(maxSharesPerConnection: 16)
         _ = start(&s, "r2", "alice", c1, seconds: 60, now: 0)
         _ = start(&s, "r1", "alice", c1, seconds: 60, now: 0)
         _ = start(&s, "r1", "bob", c2, seconds: 60, now: 0)
@@ -105,7 +105,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testShareMovesToTheConnectionThatRestartedIt() {
-        var s = LiveLocationSessions(maxSharesPerConnection: 16)
+        var s = LiveLocationShares(maxSharesPerConnection: 16)
         _ = start(&s, "r", "alice", c1, seconds: 60, now: 0)
         _ = start(&s, "r", "alice", c2, seconds: 60, now: 0)
         XCTAssertEqual(s.connectionClosed(c1), [])
@@ -114,7 +114,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testConnectionLeftEndsOneRoom() {
-        var s = LiveLocationSessions(maxSharesPerConnection: 16)
+        var s = LiveLocationShares(maxSharesPerConnection: 16)
         _ = start(&s, "r1", "alice", c1, seconds: 60, now: 0)
         _ = start(&s, "r2", "alice", c1, seconds: 60, now: 0)
         XCTAssertEqual(s.connectionLeft(c2, room: "r1"), [])
@@ -124,7 +124,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testPerConnectionShareLimit() {
-        var s = LiveLocationSessions(maxSharesPerConnection: 2)
+        var s = LiveLocationShares(maxSharesPerConnection: 2)
         _ = start(&s, "r1", "alice", c1, seconds: 60, now: 0)
         _ = start(&s, "r2", "alice", c1, seconds: 60, now: 0)
         do {
@@ -141,7 +141,7 @@ final class LiveLocationSessionsTests: XCTestCase {
         // Stopping frees a slot.
         s.stop(room: "r2", user: "alice")
         XCTAssertNotNil(start(&s, "r3", "alice", c1, seconds: 60, now: 0))
-        XCTAssertEqual(LiveLocationSessions(maxSharesPerConnection: 16).maxSharesPerConnection, 16)
+        XCTAssertEqual(LiveLocationShares(maxSharesPerConnection: 16).maxSharesPerConnection, 16)
     }
 
     func testKeyOrdering() {
@@ -151,7 +151,7 @@ final class LiveLocationSessionsTests: XCTestCase {
     }
 
     func testMaxDurationFromValidator() throws {
-        var s = LiveLocationSessions(maxSharesPerConnection: 16)
+        var s = LiveLocationShares(maxSharesPerConnection: 16)
         let (_, duration) = try EventValidator.shareLive(["room": "r", "durationSec": .int(EventValidator.maxLiveShareSeconds)])
         XCTAssertEqual(start(&s, "r", "alice", c1, seconds: duration, now: 0), 8 * 3600 * 1000)
     }
