@@ -44,7 +44,7 @@ public final class ReplicationLedger: Sendable {
 
     /// The last stream entry this node applied (`0-0` before the first).
     public func lastStreamID(on eventLoop: any EventLoop) -> EventLoopFuture<String> {
-        read(on: eventLoop) { db in try String.fetchOne(db, sql: "SELECT value FROM cluster_state WHERE key = 'stream'") ?? "0-0" }
+        readers.read(pool, on: eventLoop) { db in try String.fetchOne(db, sql: "SELECT value FROM cluster_state WHERE key = 'stream'") ?? "0-0" }
     }
 
     /// What this node knows about the replication stream, kept in `cluster_state` so that a
@@ -72,7 +72,7 @@ public final class ReplicationLedger: Sendable {
     }
 
     public func replicationState(on eventLoop: any EventLoop) -> EventLoopFuture<State> {
-        read(on: eventLoop) { db in
+        readers.read(pool, on: eventLoop) { db in
             var values: [String: String] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT key, value FROM cluster_state") {
                 if let key: String = row["key"], let value: String = row["value"] { values[key] = value }
@@ -96,7 +96,7 @@ public final class ReplicationLedger: Sendable {
     /// Receipts waiting for the stream (this node's new ones, and after a Redis data loss every
     /// receipt this node re-sends), oldest first.
     public func pendingReplicas(limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[PendingReplica]> {
-        read(on: eventLoop) { db in
+        readers.read(pool, on: eventLoop) { db in
             try Row.fetchAll(db, sql: "SELECT * FROM receipt WHERE replicated = 0 ORDER BY id LIMIT ?", arguments: [limit]).compactMap { row in
                 SQLiteReceiptStore.receipt(from: row).map { PendingReplica(receipt: $0, origin: row["origin"]) }
             }
@@ -144,17 +144,6 @@ public final class ReplicationLedger: Sendable {
     private static func save(_ db: Database, _ values: [String: String]) throws {
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
             try db.execute(sql: "INSERT INTO cluster_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", arguments: [key, value])
-        }
-    }
-
-    private func read<T: Sendable>(on eventLoop: any EventLoop, _ body: @escaping @Sendable (Database) throws -> T) -> EventLoopFuture<T> {
-        let pool = self.pool
-        return readers.runIfActive(eventLoop: eventLoop) {
-            do {
-                return try pool.read(body)
-            } catch {
-                throw ReceiptStoreError.unavailable(String(describing: error))
-            }
         }
     }
 }

@@ -99,29 +99,18 @@ public final class SQLiteReceiptStore: ReceiptStore, Sendable {
     public func sync(authorID: String, since: Int64, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
         if options.replicate {
             // Cluster cursors: the `gid` every node agrees on (see ReceiptReplicator).
-            return read(on: eventLoop) { db in
+            return readers.read(pool, on: eventLoop) { db in
                 try Self.fetch(db, sql: "SELECT gid AS id, room, message_id, author_id, user_id, kind, ts FROM receipt WHERE author_id = ? AND gid > ? ORDER BY gid LIMIT ?", arguments: [authorID, since, limit])
             }
         }
-        return read(on: eventLoop) { db in
+        return readers.read(pool, on: eventLoop) { db in
             try Self.fetch(db, sql: "SELECT * FROM receipt WHERE author_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [authorID, since, limit])
         }
     }
 
     public func receipts(messageID: String, limit: Int, on eventLoop: any EventLoop) -> EventLoopFuture<[Receipt]> {
-        read(on: eventLoop) { db in
+        readers.read(pool, on: eventLoop) { db in
             try Self.fetch(db, sql: "SELECT * FROM receipt WHERE message_id = ? ORDER BY id LIMIT ?", arguments: [messageID, limit])
-        }
-    }
-
-    private func read<T: Sendable>(on eventLoop: any EventLoop, _ body: @escaping @Sendable (Database) throws -> T) -> EventLoopFuture<T> {
-        let pool = self.pool
-        return readers.runIfActive(eventLoop: eventLoop) {
-            do {
-                return try pool.read(body)
-            } catch {
-                throw ReceiptStoreError.unavailable(String(describing: error))
-            }
         }
     }
 
