@@ -214,15 +214,7 @@ package final class ReceiptReplicator: Sendable {
     /// A RESP3 map or a RESP2 flat array of strings.
     package static func pairs(_ value: RESPValue) -> [String: String] {
         var out: [String: String] = [:]
-        if case .map(let pairs) = value {
-            for (k, v) in pairs { if let k = k.string, let v = v.string { out[k] = v } }
-        } else if let flat = value.elements {
-            var i = 0
-            while i + 1 < flat.count {
-                if let k = flat[i].string, let v = flat[i + 1].string { out[k] = v }
-                i += 2
-            }
-        }
+        for (k, v) in value.pairs { if let k = k.string, let v = v.string { out[k] = v } }
         return out
     }
 

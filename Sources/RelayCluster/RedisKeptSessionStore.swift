@@ -72,12 +72,7 @@ public final class RedisKeptSessionStore: KeptSessionStore {
     public func revocations(on loop: any EventLoop) -> EventLoopFuture<[(String, Int64)]> {
         redis.send(["HGETALL", Self.revokedKey]).map { reply -> [(String, Int64)] in
             var out: [(String, Int64)] = []
-            var pairs: [(RESPValue, RESPValue)] = []
-            if case .map(let m) = reply { pairs = m } else if let flat = reply.elements {
-                var i = 0
-                while i + 1 < flat.count { pairs.append((flat[i], flat[i + 1])); i += 2 }
-            }
-            for (k, v) in pairs {
+            for (k, v) in reply.pairs {
                 guard let user = k.string, let text = v.string else { continue }
                 let parts = text.split(separator: ":")
                 guard parts.count == 2, let cutoff = Int64(parts[0]) else { continue }

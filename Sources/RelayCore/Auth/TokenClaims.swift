@@ -98,14 +98,14 @@ public struct TokenClaims: Sendable, Equatable {
     /// True when the token has expired at `now`, allowing `leeway` seconds: `exp + leeway <= now`
     /// (saturating, so no overflow whatever the inputs).
     public func isExpired(now: Int64, leeway: Int64) -> Bool {
-        Self.saturatingAdd(expiresAt, leeway) <= now
+        expiresAt.saturatingAdding(leeway) <= now
     }
 
     /// True when the token is not valid yet at `now`, allowing `leeway` seconds:
     /// `nbf - leeway > now` (saturating).
     public func isNotYetValid(now: Int64, leeway: Int64) -> Bool {
         guard let notBefore else { return false }
-        return Self.saturatingAdd(notBefore, Self.saturatingNegate(leeway)) > now
+        return notBefore.saturatingAdding(Self.saturatingNegate(leeway)) > now
     }
 
     /// A time claim that has the right type; `seconds` is `nil` when it is out of range.
@@ -134,12 +134,6 @@ public struct TokenClaims: Sendable, Equatable {
         let whole = d.rounded(rounding)
         guard whole >= -limit, whole <= limit else { return nil }
         return Int64(exactly: whole)
-    }
-
-    private static func saturatingAdd(_ a: Int64, _ b: Int64) -> Int64 {
-        let (sum, overflow) = a.addingReportingOverflow(b)
-        guard overflow else { return sum }
-        return b > 0 ? .max : .min
     }
 
     private static func saturatingNegate(_ a: Int64) -> Int64 { a == .min ? .max : -a }
