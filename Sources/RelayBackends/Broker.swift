@@ -29,10 +29,9 @@ public protocol Broker: AnyObject, Sendable {
     var keepsHistory: Bool { get }
     /// Whether events go to other nodes (a publish with no local recipient still matters).
     var crossesNodes: Bool { get }
-    /// Receives the events other nodes publish (and, with Redis, this node's own recoverable
-    /// ones), with the stream they were published to and their offset when they have one. Set
-    /// once, before `start`.
-    func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void)
+    /// Hands the events of this node's subscriptions to `subscriber` (other nodes' events and,
+    /// with Redis, this node's own recoverable ones), held weakly. Set once, before `start`.
+    func attach(_ subscriber: any BrokerSubscriber)
 
     /// This node has (or no longer has) sockets following `stream`.
     func subscribe(_ stream: StreamKey)

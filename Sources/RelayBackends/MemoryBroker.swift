@@ -31,7 +31,8 @@ public final class MemoryBroker: Broker {
         stripes[Int(stream.tag % 16)]
     }
 
-    public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) {}
+    /// One node: nothing comes from elsewhere.
+    public func attach(_ subscriber: any BrokerSubscriber) {}
     public func subscribe(_ stream: StreamKey) {}
     public func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> { loop.makeSucceededVoidFuture() }
     public func unsubscribe(_ stream: StreamKey) {}

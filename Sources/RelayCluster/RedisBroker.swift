@@ -22,7 +22,7 @@ import RelayLocks
 public final class RedisBroker: Broker, ControlChannel {
     package let bus: ClusterBus
     public let limits: HistoryLimits
-    private let handler = CallbackSlot<@Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void>()
+    private let subscriber = SubscriberSlot()
     private let controlHandler = CallbackSlot<@Sendable (ControlMessage) -> Void>()
     package static let controlChannel = "relay:control"
     /// Recoverable events could not be stored since this wall time (ms).
@@ -91,8 +91,8 @@ public final class RedisBroker: Broker, ControlChannel {
     }
     package static let gapKey = "relay:history-gap"
 
-    public func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) {
-        self.handler.set(handler)
+    public func attach(_ subscriber: any BrokerSubscriber) {
+        self.subscriber.set(subscriber)
     }
 
     public func subscribe(_ stream: StreamKey) { bus.redis.subscribe([Self.channel(stream)]) }
@@ -214,9 +214,9 @@ public final class RedisBroker: Broker, ControlChannel {
         // This node's own plain events were delivered when published; its recoverable ones come
         // back here, like everyone's.
         guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != bus.nodeID || id != nil,
-            let handler = handler.value, let stream = Self.stream(ofChannel: channel)
+            let subscriber = subscriber.subscriber, let stream = Self.stream(ofChannel: channel)
         else { return }
-        handler(stream, envelope.publication, id, Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf, window: envelope.window))
+        subscriber.received(envelope.publication, on: stream, offset: id, routing: Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf, window: envelope.window))
     }
 
     /// The stream a channel carries. On bytes, like Redis: a name that starts with a combining

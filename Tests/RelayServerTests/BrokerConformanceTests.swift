@@ -46,14 +46,19 @@ class BrokerConformanceTests: XCTestCase {
 
     /// Receives this broker's own deliveries from its channels.
     func listen(_ broker: any Broker) {
-        broker.setRemoteHandler { [pending] stream, publication, offset, _ in
+        let subscriber = TestSubscriber { [pending] stream, publication, offset, _ in
             let delivered = Delivered(text: String(buffer: publication.packet), position: offset.map { StreamPosition(stream: stream, offset: $0) })
             pending.withLockedValue { p in
                 p?.succeed(delivered)
                 p = nil
             }
         }
+        broker.attach(subscriber)
+        subscribers.append(subscriber)
     }
+
+    /// The brokers hold their subscriber weakly: the test holds them.
+    private var subscribers: [TestSubscriber] = []
 
     /// Publishes and waits for this node's delivery.
     func publish(_ broker: any Broker, _ text: String, to stream: StreamKey, recoverable: Bool = true) throws -> Delivered {
@@ -194,11 +199,13 @@ final class RedisBrokerConformanceTests: BrokerConformanceTests {
         let room = StreamKey.room("cross-\(UUID().uuidString)")
         let received = NIOLockedValueBox<[Delivered]>([])
         let got = loop.makePromise(of: Void.self)
-        b.setRemoteHandler { stream, publication, offset, _ in
+        let subscriber = TestSubscriber { stream, publication, offset, _ in
             guard stream == room else { return }
             let delivered = Delivered(text: String(buffer: publication.packet), position: offset.map { StreamPosition(stream: stream, offset: $0) })
             if received.withLockedValue({ $0.append(delivered); return $0.count }) == 3 { got.succeed(()) }
         }
+        b.attach(subscriber)
+        defer { withExtendedLifetime(subscriber) {} }
         b.subscribe(room)
         // The subscription is in place once a publish reaches b (bounded retries).
         var published: [Delivered] = []
@@ -236,5 +243,16 @@ final class MemoryBrokerExpiryTests: XCTestCase {
         broker.trimExpired()
         XCTAssertEqual(broker.memoryUsage.events, 0)
         XCTAssertEqual(broker.memoryUsage.bytes, 0)
+    }
+}
+
+/// A broker subscriber that calls a closure (the tests' view of what a node receives).
+final class TestSubscriber: BrokerSubscriber {
+    let onReceive: @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void
+
+    init(_ onReceive: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) { self.onReceive = onReceive }
+
+    func received(_ publication: Publication, on stream: StreamKey, offset: StreamOffset?, routing: Routing) {
+        onReceive(stream, publication, offset, routing)
     }
 }

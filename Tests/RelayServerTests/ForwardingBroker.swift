@@ -14,7 +14,7 @@ class ForwardingBroker: Broker, @unchecked Sendable {
 
     var keepsHistory: Bool { memory.keepsHistory }
     var crossesNodes: Bool { memory.crossesNodes }
-    func setRemoteHandler(_ handler: @escaping @Sendable (StreamKey, Publication, StreamOffset?, Routing) -> Void) { memory.setRemoteHandler(handler) }
+    func attach(_ subscriber: any BrokerSubscriber) { memory.attach(subscriber) }
     func subscribe(_ stream: StreamKey) { memory.subscribe(stream) }
     func unsubscribe(_ stream: StreamKey) { memory.unsubscribe(stream) }
     func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> { memory.whenSubscribed(stream, on: loop) }

@@ -6,8 +6,9 @@ import RelayCore
 /// publish through the broker (which gives recoverable events their offset), then one hop per
 /// event loop that holds recipients. An event is encoded once (and compressed once, when
 /// deflate clients are connected); every recipient gets the same bytes. Other nodes get the
-/// same bytes from the broker and deliver them through `deliverFromCluster`.
-public final class Publisher: Sendable {
+/// same bytes from the broker: the publisher is the broker's subscriber (`received`), made so
+/// when it is made, and delivers them like its own.
+public final class Publisher: BrokerSubscriber {
     /// What one publish needs from the shared state, read under one lock acquisition.
     struct Audience {
         var partitions: [Int]
@@ -33,6 +34,10 @@ public final class Publisher: Sendable {
         self.broker = broker
         self.windows = windows
         self.deflateThresholdBytes = deflateThresholdBytes
+        // Other nodes' events (and, with Redis, this node's recoverable ones) come in here, and
+        // the emits a window held go out here, when it closes.
+        broker.attach(self)
+        windows.setDeliver { [weak self] stream, message, routing in self?.deliverHere(stream, message, routing: routing) }
     }
 
     /// What a publish to `room` needs: one lock, the room's stripe. The counters are atomics;
@@ -203,7 +208,7 @@ public final class Publisher: Sendable {
 
     /// An event another node published (or, with Redis, this node's own recoverable one, back
     /// from its channel with its offset): deliver to this node's sockets of the stream.
-    func deliverFromCluster(_ stream: StreamKey, _ publication: Publication, offset: StreamOffset?, routing: Routing) {
+    public func received(_ publication: Publication, on stream: StreamKey, offset: StreamOffset?, routing: Routing) {
         let message = OutboundMessage(publication, at: offset.map { StreamPosition(stream: stream, offset: $0) })
         if let window = routing.window { return windows.hold(stream, message, routing: routing, window: window) }
         deliverHere(stream, message, routing: routing)

@@ -80,17 +80,13 @@ public final class Hub: Sendable {
         self.revocations = Revocations(
             ttlSeconds: configuration.auth.revocationTTLSeconds, registry: registry, loops: partitions, kept: backends.keptSessions, control: backends.control,
             clock: clock, metrics: metrics)
-        wire(windows: windows, timerLoop: timerLoop)
+        wire(timerLoop: timerLoop)
     }
 
     /// Connects the backends' callbacks to the services (weakly: the backends outlive nothing).
-    private func wire(windows: EmitWindowService, timerLoop: any EventLoop) {
-        let broker = backends.broker
-        let (publisher, presence, revocations, handover) = (self.publisher, self.presence, self.revocations, self.handover)
-        broker.setRemoteHandler { [weak publisher] stream, publication, offset, routing in
-            publisher?.deliverFromCluster(stream, publication, offset: offset, routing: routing)
-        }
-        windows.setDeliver { [weak publisher] stream, message, routing in publisher?.deliverHere(stream, message, routing: routing) }
+    /// (Events from other nodes need no wiring: the publisher subscribes itself to the broker.)
+    private func wire(timerLoop: any EventLoop) {
+        let (presence, revocations, handover) = (self.presence, self.revocations, self.handover)
         backends.control.setControlHandler { [weak revocations, weak handover] control in
             switch control {
             case .disconnectUser(let user, let cutoff): revocations?.receivedEnd(user: user, revokedBefore: cutoff)
