@@ -155,7 +155,7 @@ final class HubTests: XCTestCase {
         loopA.run()
         loopB.run()
         for s in [author1, author2, reader] { s.received.removeAll() }
-        hub.forward(Receipt(id: 5, room: "r", messageID: "m", authorID: "alice", userID: "bob", kind: .read, ts: 1), excludeConnection: reader.connectionID)
+        hub.publisher.publishReceipt(Receipt(id: 5, room: "r", messageID: "m", authorID: "alice", userID: "bob", kind: .read, ts: 1), excludeConnection: reader.connectionID)
         loopA.run()
         loopB.run()
         XCTAssertEqual(author1.received.count, 1, "in the room: once")

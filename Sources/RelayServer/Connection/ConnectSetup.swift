@@ -14,6 +14,7 @@ import RelayCore
 /// step that waited (a token, a kept session, a history read) goes on only while the socket is
 /// still authenticating.
 struct ConnectSetup {
+    let services: ConnectServices
     let socket: SocketSession
 
     /// The most a recovery replays; a socket that missed more is not recovered.
@@ -25,7 +26,6 @@ struct ConnectSetup {
         case notRecovered(RecoveryResult)
     }
 
-    private var hub: Hub { socket.hub }
     private var eventLoop: any EventLoop { socket.eventLoop }
 
     /// Whether a step that waited may go on: the socket is still waiting for its CONNECT answer.
@@ -38,33 +38,33 @@ struct ConnectSetup {
     /// Verifies the token (after the per-IP failed-authentication budget), then recovers the
     /// session or starts a new one.
     func authenticate(_ request: ConnectRequest) {
-        let now = hub.clock.monotonicMs()
-        guard socket.relay.admission.mayAuthenticate(ip: socket.remoteIP, now: now) else {
-            hub.metrics.connections.authFailure(.authRateLimited)
-            hub.metrics.connections.connectsRefused.increment()
+        let now = services.clock.monotonicMs()
+        guard services.admission.mayAuthenticate(ip: socket.remoteIP, now: now) else {
+            services.metrics.connections.authFailure(.authRateLimited)
+            services.metrics.connections.connectsRefused.increment()
             socket.perform(socket.session.connectFinished(.failure(RelayError(.authRateLimited)), now: now))
             return
         }
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        socket.relay.authenticate(request.token, eventLoop).whenSuccess { result in
+        services.authenticate(request.token, eventLoop).whenSuccess { result in
             bound.value.authenticationCompleted(result, request: request)
         }
     }
 
     private func authenticationCompleted(_ result: Result<AuthenticatedUser, RelayError>, request: ConnectRequest) {
         guard stillAuthenticating else { return }
-        let now = hub.clock.monotonicMs()
+        let now = services.clock.monotonicMs()
         switch result {
         case .failure(let error):
-            socket.relay.admission.recordAuthFailure(ip: socket.remoteIP, now: now)
-            hub.metrics.connections.authFailure(error.code)
-            hub.metrics.connections.connectsRefused.increment()
-            socket.relay.logger.info("auth failed", metadata: ["ip": "\(socket.remoteIP)", "code": "\(error.code.rawValue)"])
+            services.admission.recordAuthFailure(ip: socket.remoteIP, now: now)
+            services.metrics.connections.authFailure(error.code)
+            services.metrics.connections.connectsRefused.increment()
+            services.logger.info("auth failed", metadata: ["ip": "\(socket.remoteIP)", "code": "\(error.code.rawValue)"])
             socket.perform(socket.session.connectFinished(.failure(error), now: now))
         case .success(let user):
-            guard !hub.revocations.isRevoked(user) else {
-                hub.metrics.connections.authFailure(.tokenRevoked)
-                hub.metrics.connections.connectsRefused.increment()
+            guard !services.revocations.isRevoked(user) else {
+                services.metrics.connections.authFailure(.tokenRevoked)
+                services.metrics.connections.connectsRefused.increment()
                 socket.perform(socket.session.connectFinished(.failure(RelayError(.tokenRevoked)), now: now))
                 return
             }
@@ -74,13 +74,13 @@ struct ConnectSetup {
 
     /// The token is valid: recover the session the client names, or start a new one.
     private func connect(_ user: AuthenticatedUser, request: ConnectRequest) {
-        let takesOffsets = hub.backends.broker.keepsHistory && (socket.configuration.recovery.offsetsForEverySocket || request.wantsRecovery)
+        let takesOffsets = services.broker.keepsHistory && (services.recovery.offsetsForEverySocket || request.wantsRecovery)
         socket.connectState.begin(takesOffsets: takesOffsets)
         guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, recovery: nil) }
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         // Not kept: the old connection may still look alive (its drop not noticed yet); its
         // node hands the session over (`Hub.takeKeptSession`).
-        hub.handover.takeKeptSession(pid: pid, user: user.userID, on: eventLoop).whenComplete { result in
+        services.handover.takeKeptSession(pid: pid, user: user.userID, on: eventLoop).whenComplete { result in
             let me = bound.value
             guard me.stillAuthenticating else { return }
             switch result {
@@ -95,31 +95,31 @@ struct ConnectSetup {
     /// Registers with the hub under `sid`, holding its deliveries when `holding`; `false` (and
     /// the CONNECT refused) when a limit says no.
     private func register(_ user: AuthenticatedUser, sid: String, holding: Bool) -> Bool {
-        let c = socket.configuration
+        let c = services.outbound
         // The same bounds as every outbound queue; nothing coalesced (`ConnectState.Stage`).
         let held: OutboundQueue<OutboundMessage>? =
             holding
-            ? OutboundQueue(softLimitBytes: c.connections.outboundHardLimitBytes, hardLimitBytes: c.connections.outboundHardLimitBytes, maxCount: c.connections.outboundMaxQueuedMessages)
+            ? OutboundQueue(softLimitBytes: c.outboundHardLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
             : nil
         socket.connectState.register(user, holdingIn: held)
         do throws(RelayError) {
-            try hub.register(
+            try services.membership.register(
                 socket, sid: sid, user: user.userID, on: socket.partition, deflate: socket.deflate, ip: socket.remoteIP,
                 takesOffsets: socket.connectState.takesOffsets)
         } catch {
             socket.connectState.registrationRefused()
-            hub.metrics.connections.authFailure(error.code)
-            hub.metrics.connections.connectsRefused.increment()
-            socket.perform(socket.session.connectFinished(.failure(error), now: hub.clock.monotonicMs()))
+            services.metrics.connections.authFailure(error.code)
+            services.metrics.connections.connectsRefused.increment()
+            socket.perform(socket.session.connectFinished(.failure(error), now: services.clock.monotonicMs()))
             return false
         }
-        hub.metrics.connections.connectsOK.increment()
+        services.metrics.connections.connectsOK.increment()
         return true
     }
 
     /// Sends the CONNECT answer.
     private func answer(_ answer: ConnectAnswer) {
-        let clock = hub.clock
+        let clock = services.clock
         socket.perform(socket.session.connectFinished(.success(answer), now: clock.monotonicMs(), wallMs: clock.wallMs()))
     }
 
@@ -127,7 +127,7 @@ struct ConnectSetup {
 
     /// A new session: register, join the CONNECT's rooms, answer with their offsets.
     private func connectFresh(_ user: AuthenticatedUser, request: ConnectRequest, recovery: RecoveryResult?) {
-        if let recovery { hub.metrics.connections.recovery(recovery) }
+        if let recovery { services.metrics.connections.recovery(recovery) }
         let takesOffsets = socket.connectState.takesOffsets
         let plain = request.rooms.isEmpty && request.overBudget.isEmpty && !takesOffsets
         guard register(user, sid: socket.sid, holding: !plain) else { return }
@@ -135,7 +135,7 @@ struct ConnectSetup {
         if takesOffsets {
             let pid = RandomID.makeSecret()
             socket.connectState.assign(pid: pid)
-            hub.handover.track(pid: pid, connection: socket.connectionID, on: partition)
+            services.handover.track(pid: pid, connection: socket.connectionID, on: partition)
         }
         var joined: [String] = []
         var refused: [(room: String, code: String)] = request.overBudget.map { ($0, RelayErrorCode.rateLimited.rawValue) }
@@ -145,7 +145,7 @@ struct ConnectSetup {
                 continue
             }
             do throws(RelayError) {
-                _ = try hub.join(room: room, sink: socket, user: user.userID, on: partition)
+                _ = try services.membership.join(room: room, sink: socket, user: user.userID, on: partition)
                 joined.append(room)
             } catch {
                 refused.append((room, error.code.rawValue))
@@ -161,7 +161,7 @@ struct ConnectSetup {
         // Heads are read once this node receives the streams, so the offsets in the answer and
         // the live events that follow them meet exactly.
         let loop = eventLoop
-        let broker = hub.backends.broker
+        let broker = services.broker
         let subscribed = EventLoopFuture.andAllComplete(streams.map { broker.whenSubscribed($0, on: loop) }, on: loop)
         let heads = streams.map { stream in subscribed.flatMap { broker.head(of: stream, on: loop) }.map { (stream, $0) } }
         let (joinedRooms, refusedRooms) = (joined, refused)
@@ -173,7 +173,7 @@ struct ConnectSetup {
             let positions = Dictionary(heads, uniquingKeysWith: { a, _ in a })
             for (stream, head) in heads { socket.connectState.follow(stream, from: head) }
             let rooms = joinedRooms.map { ($0, WireOffset(positions[.room($0)] ?? .zero, stream: .room($0)).description) }
-            socket.connectState.answered(atMs: me.hub.clock.monotonicMs())
+            socket.connectState.answered(atMs: me.services.clock.monotonicMs())
             me.answer(ConnectAnswer(user: user, pid: socket.connectState.pid, recovered: false, rooms: rooms, refused: refusedRooms))
             me.release(after: positions)
             me.logConnect(user)
@@ -210,16 +210,16 @@ struct ConnectSetup {
         guard register(user, sid: record.socketSID, holding: true) else { return }
         let partition = socket.partition
         socket.connectState.assign(pid: record.pid)
-        hub.handover.track(pid: record.pid, connection: socket.connectionID, on: partition)
+        services.handover.track(pid: record.pid, connection: socket.connectionID, on: partition)
         socket.connectState.follow(.user(user.userID), from: cuts[.user(user.userID)] ?? .zero)
         var restored: [String] = []
         for room in rooms {
             do throws(RelayError) {
-                _ = try hub.join(room: room, sink: socket, user: user.userID, on: partition)
+                _ = try services.membership.join(room: room, sink: socket, user: user.userID, on: partition)
                 restored.append(room)
                 socket.connectState.follow(.room(room), from: cuts[.room(room)] ?? .zero)
             } catch {
-                socket.relay.logger.info("recovered socket could not rejoin", metadata: ["room": "\(room)", "code": "\(error.code.rawValue)"])
+                services.logger.info("recovered socket could not rejoin", metadata: ["room": "\(room)", "code": "\(error.code.rawValue)"])
             }
         }
         // What the first read reached; the second read continues from there.
@@ -233,7 +233,7 @@ struct ConnectSetup {
         // The second read starts once this node receives every stream: an event is then either
         // in the read or delivered live (or both: the socket drops the second copy).
         let loop = eventLoop
-        let broker = hub.backends.broker
+        let broker = services.broker
         EventLoopFuture.andAllSucceed(firstReached.keys.map { broker.whenSubscribed($0, on: loop) }, on: loop).flatMap {
             bound.value.readMissed(after: firstReached)
         }.whenComplete { result in
@@ -247,7 +247,7 @@ struct ConnectSetup {
             guard case .events(let later) = second else {
                 // Trimmed between the two reads: never a partial recovery. The client reconnects
                 // and, its session taken, starts a new one.
-                me.hub.metrics.connections.recovery(.historyGone)
+                me.services.metrics.connections.recovery(.historyGone)
                 me.socket.close(code: CloseCode.goingAway, reason: "recovery failed; reconnect")
                 return
             }
@@ -277,7 +277,7 @@ struct ConnectSetup {
         // One order across streams: by offset time, then stream, so each stream stays in order.
         missed.sort { ($0.position.offset, $0.position.stream.name) < ($1.position.offset, $1.position.stream.name) }
         let roomOffsets = rooms.map { ($0, WireOffset(last[.room($0)] ?? .zero, stream: .room($0)).description) }
-        socket.connectState.answered(atMs: hub.clock.monotonicMs())
+        socket.connectState.answered(atMs: services.clock.monotonicMs())
         answer(ConnectAnswer(user: user, socketSID: record.socketSID, pid: record.pid, recovered: true, rooms: roomOffsets))
         for (position, message) in missed {
             var message = message
@@ -286,16 +286,16 @@ struct ConnectSetup {
             socket.deliver(message)
         }
         release(after: last)
-        hub.metrics.connections.recovery(.recovered)
-        socket.relay.logger.info("recovered", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "replayed": "\(missed.count)"])
+        services.metrics.connections.recovery(.recovered)
+        services.logger.info("recovered", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "replayed": "\(missed.count)"])
     }
 
     /// Reads every stream's events after its offset; not recovered when one does not reach
     /// back, the store is down, or the socket missed more than `maxReplayBytes`.
     private func readMissed(after offsets: [StreamKey: StreamOffset]) -> EventLoopFuture<Missed> {
-        let limit = max(1, socket.configuration.recovery.historyLimits.maxEvents * 2)
+        let limit = max(1, services.recovery.historyLimits.maxEvents * 2)
         let reads = offsets.map { stream, offset in
-            hub.backends.broker.history(of: stream, after: offset, limit: limit, maxBytes: Self.maxReplayBytes, on: eventLoop).map { (stream, $0) }
+            services.broker.history(of: stream, after: offset, limit: limit, maxBytes: Self.maxReplayBytes, on: eventLoop).map { (stream, $0) }
         }
         return EventLoopFuture.whenAllSucceed(reads, on: eventLoop).map { results -> Missed in
             var out: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]] = [:]
@@ -325,7 +325,7 @@ struct ConnectSetup {
     }
 
     private func logConnect(_ user: AuthenticatedUser) {
-        socket.relay.logger.info("connect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "ip": "\(socket.remoteIP)"])
+        services.logger.info("connect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "ip": "\(socket.remoteIP)"])
     }
 
     // MARK: Leaving
@@ -333,19 +333,19 @@ struct ConnectSetup {
     /// Keeps the session of a socket that takes offsets for the recovery window, when `end` is
     /// one that keeps it.
     func keepForRecovery(end: ConnectionEnd) {
-        guard hub.backends.broker.keepsHistory,
+        guard services.broker.keepsHistory,
             let record = socket.connectState.keptRecord(
-                socketSID: socket.sid, end: end, clientDisconnected: socket.session.clientDisconnected, wallMs: hub.clock.wallMs())
+                socketSID: socket.sid, end: end, clientDisconnected: socket.session.clientDisconnected, wallMs: services.clock.wallMs())
         else { return }
-        hub.backends.keptSessions.put(record, windowMs: socket.configuration.recovery.windowMs)
+        services.keptSessions.put(record, windowMs: services.recovery.windowMs)
     }
 
     /// Leaves the hub (rooms, presence, typing, live shares, the pid's entry).
     func unregister(_ user: AuthenticatedUser, end: ConnectionEnd) {
-        if let pid = socket.connectState.pid { hub.handover.untrack(pid: pid, connection: socket.connectionID) }
-        hub.unregister(
+        if let pid = socket.connectState.pid { services.handover.untrack(pid: pid, connection: socket.connectionID) }
+        services.membership.unregister(
             socket.connectionID, sid: socket.sid, user: user.userID, on: socket.partition, deflate: socket.deflate,
             takesOffsets: socket.connectState.takesOffsets)
-        socket.relay.logger.info("disconnect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "reason": "\(end.metricLabel)"])
+        services.logger.info("disconnect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "reason": "\(end.metricLabel)"])
     }
 }

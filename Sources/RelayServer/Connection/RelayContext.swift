@@ -7,7 +7,9 @@ import RelayStore
 import RelayLocks
 
 /// What every connection and HTTP handler shares: configuration, the hub, the token verifier,
-/// admission control, and the receipt service when there is one.
+/// admission control, and the receipt service when there is one. The composition root of the
+/// socket side: it makes the services each socket handler is given (`EventServices`,
+/// `ConnectServices`, `ReceiptServices`), so that no handler reaches into the hub.
 public final class RelayContext: Sendable {
     public let configuration: RelayConfiguration
     /// The sessions' limits and timings, one copy for all of them.
@@ -15,12 +17,16 @@ public final class RelayContext: Sendable {
     public let hub: Hub
     /// Checks a token; completes on the loop passed in. Defaults to `verifier`.
     public let authenticate: @Sendable (String, any EventLoop) -> EventLoopFuture<Result<AuthenticatedUser, RelayError>>
+    /// What a connected socket's event handlers are given.
+    let events: EventServices
+    /// What a socket's CONNECT is given.
+    let connect: ConnectServices
+    /// What a socket's receipts are given.
+    let receiptServices: ReceiptServices
     public let admission: AdmissionControl
     /// The durable receipt store; `nil` disables receipts (`store_unavailable`).
     public let receipts: (any ReceiptStore)?
     public let logger: Logger
-    /// Receipts each user may still write (across all of their sockets), per second.
-    let receiptQuota: AuditedLock<KeyedRateLimiter>
     /// This node's long-polling sessions by Engine.IO sid.
     let pollingSessions = PollingRegistry()
     private let nextID = AuditedLock<UInt64>(0)
@@ -46,8 +52,16 @@ public final class RelayContext: Sendable {
             maxConnections: configuration.connections.maxConnections, maxPerIP: configuration.connections.maxConnectionsPerIP,
             authFailures: configuration.auth.authFailuresPerIP)
         self.logger = logger
-        self.receiptQuota = AuditedLock(KeyedRateLimiter(budget: configuration.receipts.perUser))
+        self.events = EventServices(hub: hub, authenticate: authenticate)
+        self.connect = ConnectServices(hub: hub, admission: admission, authenticate: authenticate, configuration: configuration, logger: logger)
+        self.receiptServices = ReceiptServices(hub: hub, store: receipts, settings: configuration.receipts)
     }
+
+    var clock: RelayClock { hub.clock }
+    var metrics: RelayMetrics { hub.metrics }
+
+    /// The partition of the loop a connection lives on.
+    func partition(for loop: any EventLoop) -> LoopPartition { hub.partition(for: loop) }
 
     func makeConnectionID() -> ConnectionID {
         ConnectionID(nextID.withLockedValue { $0 += 1; return $0 })

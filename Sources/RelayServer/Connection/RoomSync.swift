@@ -5,26 +5,29 @@ import RelayCore
 /// `room:sync`: a room's recoverable events after an offset, paged, for every client (those
 /// that do not recover sessions catch up this way).
 struct RoomSync {
-    let socket: SocketSession
+    let services: EventServices
+    /// The socket's loop, where the answer completes.
+    let loop: any EventLoop
 
     /// The most one page carries.
     static let maxPageBytes = 256 << 10
 
-    /// Answers with the room's events after `offset`, at most `limit`.
-    func sync(_ room: String, after offset: WireOffset, limit: Int, ackID: Int64?) {
-        guard let ackID else { return }
-        let bound = NIOLoopBound(socket, eventLoop: socket.eventLoop)
-        socket.hub.backends.broker.history(of: .room(room), after: offset.offset, limit: limit, maxBytes: Self.maxPageBytes, on: socket.eventLoop).whenComplete { result in
-            let socket = bound.value
-            let metrics = socket.hub.metrics
-            guard case .success(.success(let page)) = result else {
+    /// The room's events after `offset`, at most `limit`, as the ack.
+    func sync(_ room: String, after offset: WireOffset, limit: Int, ackID: Int64?) -> HandlerResult {
+        guard let ackID else { return .nothing }
+        let metrics = services.metrics
+        let page = services.broker.history(of: .room(room), after: offset.offset, limit: limit, maxBytes: Self.maxPageBytes, on: loop).map { result in
+            guard case .success(let page) = result else {
                 metrics.events.roomSyncs["history_unavailable"]?.increment()
-                socket.reply(.failure(RelayError(.historyUnavailable), event: EventPolicyTable.roomSync.name, ackID: ackID))
-                return
+                return SocketUpdate(reply: .failure(RelayError(.historyUnavailable), event: EventPolicyTable.roomSync.name, ackID: ackID))
             }
             metrics.events.roomSyncs["ok"]?.increment()
-            socket.reply(Self.page(page, of: room, after: offset, ackID: ackID))
+            return SocketUpdate(reply: Self.page(page, of: room, after: offset, ackID: ackID))
+        }.recover { _ in
+            metrics.events.roomSyncs["history_unavailable"]?.increment()
+            return SocketUpdate(reply: .failure(RelayError(.historyUnavailable), event: EventPolicyTable.roomSync.name, ackID: ackID))
         }
+        return .later(page)
     }
 
     /// The ack for one page: a binary ack when an event carries attachments.

@@ -1,13 +1,15 @@
 import Logging
 import NIOCore
+import RelayBackends
 import RelayCore
 
 /// One client socket as the hub sees it, whatever carries it: a thin driver of its
 /// `EngineSession` (RelayCore) — feeds it packets and time, carries out its actions — with the
 /// transport and probe it writes to and one timer. What the actions ask for is done by types of
-/// their own: CONNECT and recovery (`ConnectSetup`, its state in `connectState`), client events
-/// (`ClientEventExecutor`), receipts (`SocketReceipts`). Every reply of the socket's own goes
-/// through `reply`.
+/// their own, given the services they use: CONNECT and recovery (`ConnectSetup`, its state in
+/// `connectState`), client events (`ClientEventExecutor`), receipts (`SocketReceipts`). The
+/// event handlers return their reply and the changes they ask of the socket (`HandlerResult`);
+/// only the socket writes them (`carryOut`).
 ///
 /// It lives on one event loop, its *home*: the loop of the WebSocket that opened it, or of the
 /// long-polling handshake. Every method is called there. The transport (`SessionTransport`)
@@ -51,27 +53,34 @@ final class SocketSession: ConnectionSink {
     let remoteIP: String
     private var timer = SessionTimer()
     /// Made for the first receipt: most sockets never send one.
-    private(set) lazy var receipts = SocketReceipts()
-    /// What a long-polling session's endpoint asked to be told; `nil` for the sessions of
-    /// WebSockets (most of them), so that they do not carry two empty closures.
-    private var hooks: Hooks?
+    private(set) lazy var receipts = SocketReceipts(services: relay.receiptServices)
+    /// What a long-polling session's endpoint asked to be told (`onEnd`, `onLimits`).
+    private var hooks = PollingHooks()
     var session: EngineSession
 
     /// Called once when the session ended (the polling registry forgets it).
     var onEnd: (() -> Void)? {
-        get { hooks?.onEnd }
-        set { withHooks { $0.onEnd = newValue } }
+        get { hooks.onEnd }
+        set { hooks.onEnd = newValue }
     }
     /// Called whenever the session's inbound limits change (a polling `POST` may be larger once
     /// connected, small again after a `41`).
     var onLimits: ((LimitsInForce) -> Void)? {
-        get { hooks?.onLimits }
-        set { withHooks { $0.onLimits = newValue } }
+        get { hooks.onLimits }
+        set { hooks.onLimits = newValue }
     }
 
     var eventLoop: any EventLoop { partition.eventLoop }
     var configuration: RelayConfiguration { relay.configuration }
-    var hub: Hub { relay.hub }
+    private var clock: RelayClock { relay.clock }
+    /// The user the socket is connected as; `nil` while it is not connected (before its CONNECT
+    /// is answered, after a `41`) or once it is closing.
+    var connectedUser: AuthenticatedUser? {
+        guard !isClosing, case .connected(let user) = session.phase else { return nil }
+        return user
+    }
+    /// Whether the upgraded session still takes a late polling request (`PollingEndpoint`).
+    var acceptsPolling: Bool { !isClosing && session.acceptsPolling(now: clock.monotonicMs()) }
     /// The Socket.IO socket id (admin API, logs).
     var sid: String { session.socketSID }
     var isClosing: Bool {
@@ -96,10 +105,10 @@ final class SocketSession: ConnectionSink {
         self.remoteIP = handshake.remoteIP
         self.deflate = handshake.deflate != nil
         self.connectionID = relay.makeConnectionID()
-        self.partition = relay.hub.partition(for: eventLoop)
+        self.partition = relay.partition(for: eventLoop)
         self.session = EngineSession(
             shared: relay.sessionConfiguration, transport: transport, engineSID: RandomID.make(), socketSID: RandomID.make(),
-            fallbackToken: handshake.queryToken ?? handshake.bearerToken, now: relay.hub.clock.monotonicMs())
+            fallbackToken: handshake.queryToken ?? handshake.bearerToken, now: relay.clock.monotonicMs())
         LiveObjects.created(.session)
     }
 
@@ -108,27 +117,27 @@ final class SocketSession: ConnectionSink {
     /// Opens the session on `transport`: the open packet, the timers.
     func start(on transport: any SessionTransport) {
         transports.current = transport
-        perform(session.start(now: hub.clock.monotonicMs()))
+        perform(session.start(now: clock.monotonicMs()))
     }
 
     // MARK: From the transport
 
     /// One whole Engine.IO text packet.
     func receive(_ bytes: ArraySlice<UInt8>, from: EngineSession.Transport) {
-        let clock = hub.clock
+        let clock = clock
         perform(session.receive(bytes, from: from, now: clock.monotonicMs(), wallMs: clock.wallMs()))
     }
 
     /// One binary message (a WebSocket binary frame): an attachment.
     func receiveBinary(_ bytes: [UInt8], from: EngineSession.Transport) {
-        let clock = hub.clock
+        let clock = clock
         perform(session.receiveBinary(bytes, from: from, now: clock.monotonicMs(), wallMs: clock.wallMs()))
     }
 
     /// A WebSocket frame that is not a whole message (a control frame the transport answered, a
     /// fragment): the budget pays for it.
     func receiveFrame(size: Int) {
-        let actions = session.receiveFrame(size: size, now: hub.clock.monotonicMs())
+        let actions = session.receiveFrame(size: size, now: clock.monotonicMs())
         if !actions.isEmpty { perform(actions) }
     }
 
@@ -159,7 +168,7 @@ final class SocketSession: ConnectionSink {
 
     /// A WebSocket opened for this polling session (`sid` in its URL).
     func probeOpened(_ websocket: any SessionTransport) {
-        let actions = session.probeOpened(now: hub.clock.monotonicMs())
+        let actions = session.probeOpened(now: clock.monotonicMs())
         if actions.isEmpty && !isClosing {
             transports.probe = websocket
             websocket.apply(session.limits)
@@ -175,11 +184,16 @@ final class SocketSession: ConnectionSink {
     func perform(_ actions: [EngineSession.Action], flush: Flush = .now) {
         for action in actions {
             switch action {
-            case .send(let bytes): send(OutboundMessage(bytes: ByteBuffer(bytes: bytes)))
+            // A packet of this socket's own (an answer, an ack, a ping): never held back behind
+            // hub deliveries.
+            case .send(let bytes):
+                guard !isClosing else { continue }
+                transports.current?.send(OutboundMessage(bytes: ByteBuffer(bytes: bytes)))
             case .sendBinary(let header, let attachments):
+                guard !isClosing else { continue }
                 var message = OutboundMessage(bytes: ByteBuffer(bytes: header))
                 message.attachments = attachments.map { ByteBuffer(bytes: $0) }
-                send(message)
+                transports.current?.send(message)
             case .sendProbe(let bytes):
                 let probe = transports.probe
                 probe?.send(OutboundMessage(bytes: ByteBuffer(bytes: bytes)))
@@ -191,13 +205,18 @@ final class SocketSession: ConnectionSink {
                 probe?.close(code: CloseCode.protocolError, reason: reason)
                 transports.probe = nil
                 transports.current?.probeEnded()
-            case .authenticate(let request): ConnectSetup(socket: self).authenticate(request)
+            case .authenticate(let request): ConnectSetup(services: relay.connect, socket: self).authenticate(request)
             case .leave: leave()
-            case .limits(let limits): apply(limits)
-            case .handle(let event, let ackID, let user): ClientEventExecutor(socket: self, user: user).run(event, ackID: ackID)
+            case .limits(let limits):
+                // Every transport enforces them, the probe too.
+                transports.current?.apply(limits)
+                transports.probe?.apply(limits)
+                onLimits?(limits)
+            case .handle(let event, let ackID, let user):
+                carryOut(ClientEventExecutor(services: relay.events, socket: self, user: user).run(event, ackID: ackID), for: connectionID)
             case .close(let code, let reason): closeTransport(code: code, reason: reason)
-            case .received(let name): hub.metrics.events.eventIn(name)
-            case .rateLimited(let rateClass): hub.metrics.events.rateLimit(rateClass)
+            case .received(let name): relay.metrics.events.eventIn(name)
+            case .rateLimited(let rateClass): relay.metrics.events.rateLimit(rateClass)
             }
         }
         switch flush {
@@ -214,10 +233,34 @@ final class SocketSession: ConnectionSink {
         armTimer()
     }
 
-    /// Every reply of this socket's own — an ack, an error reply, a binary ack — however late it
-    /// comes: through the session (nothing once closed; error replies spend their budget).
-    func reply(_ reply: EngineSession.Reply, flush: Flush = .now) {
-        perform(session.reply(reply, now: hub.clock.monotonicMs()), flush: flush)
+    /// Carries out what a handler returned for an event of `connection` (this socket's id when
+    /// the event came): its changes to the socket's state — only while the socket is still that
+    /// connection, not closing — then its reply, through the session (nothing once closed;
+    /// error replies spend their budget), then what follows the reply. A later result is
+    /// carried out when it completes, on this loop.
+    private func carryOut(_ result: HandlerResult, for connection: ConnectionID) {
+        let update: SocketUpdate
+        switch result {
+        case .now(let now): update = now
+        case .later(let future):
+            let bound = NIOLoopBound(self, eventLoop: eventLoop)
+            future.whenSuccess { bound.value.carryOut(.now($0), for: connection) }
+            return
+        }
+        if connection == connectionID, !isClosing {
+            for change in update.changes {
+                switch change {
+                case .joined(let stream, let head): connectState.join(stream, at: head)
+                case .left(let stream): connectState.unfollow(stream)
+                case .refreshed(let user):
+                    connectState.refreshed(user)
+                    session.tokenRefreshed(user, now: clock.monotonicMs(), wallMs: clock.wallMs())
+                }
+            }
+        }
+        // With no reply, `perform` still re-arms the timer (a refreshed token's new expiry).
+        perform(update.reply.map { session.reply($0, now: clock.monotonicMs()) } ?? [], flush: update.flush)
+        update.afterReply?()
     }
 
     /// The probed WebSocket becomes the transport; what polling still holds goes first.
@@ -239,24 +282,10 @@ final class SocketSession: ConnectionSink {
         // The loop holds the session until the timer fires or `end` cancels it. (A weak hold
         // would give every session a side table and make each retain on the delivery path a
         // slow one.)
-        timer.set(for: session.nextDeadline, now: hub.clock.monotonicMs(), on: eventLoop, owner: self)
-    }
-
-    /// The session's limits in force changed: every transport enforces them, the probe too.
-    private func apply(_ limits: LimitsInForce) {
-        transports.current?.apply(limits)
-        transports.probe?.apply(limits)
-        onLimits?(limits)
+        timer.set(for: session.nextDeadline, now: clock.monotonicMs(), on: eventLoop, owner: self)
     }
 
     // MARK: Outbound
-
-    /// Writes an Engine.IO packet of this socket's own (an answer, an ack, a ping): never held
-    /// back behind hub deliveries.
-    private func send(_ message: OutboundMessage) {
-        guard !isClosing else { return }
-        transports.current?.send(message)
-    }
 
     /// A hub delivery: held while CONNECT is set up, else written (with its offset for a socket
     /// that takes offsets).
@@ -268,7 +297,7 @@ final class SocketSession: ConnectionSink {
         case .writeNow: deliver(message)
         case .held: return
         case .overflow:
-            hub.metrics.delivery.slowConsumerCloses.increment()
+            relay.metrics.delivery.slowConsumerCloses.increment()
             close(code: CloseCode.slowConsumer, reason: "slow consumer")
         }
     }
@@ -347,7 +376,7 @@ final class SocketSession: ConnectionSink {
     /// and keep its session for recovery now, so the reconnect recovers it.
     func handOver(pid: String, user: String) -> Bool {
         guard !ended,
-            connectState.mayHandOver(pid: pid, userID: user, nowMs: hub.clock.monotonicMs(), afterMs: configuration.recovery.takeoverAfterMs)
+            connectState.mayHandOver(pid: pid, userID: user, nowMs: clock.monotonicMs(), afterMs: configuration.recovery.takeoverAfterMs)
         else { return false }
         relay.logger.info("session handed over to a reconnect", metadata: ["sid": "\(sid)", "user": "\(user)"])
         // Already closing (its transport failed, the channel not closed yet): end it now, with
@@ -361,8 +390,8 @@ final class SocketSession: ConnectionSink {
     /// the Engine.IO session stays, and a new CONNECT registers it again under a new id.
     private func leave() {
         guard let user = connectState.user else { return }
-        hub.metrics.connections.disconnect(.clientClosed)
-        ConnectSetup(socket: self).unregister(user, end: .clientClosed)
+        relay.metrics.connections.disconnect(.clientClosed)
+        ConnectSetup(services: relay.connect, socket: self).unregister(user, end: .clientClosed)
         connectState = ConnectState()
         connectionID = relay.makeConnectionID()
         session.renewSocketSID(RandomID.make())
@@ -379,9 +408,9 @@ final class SocketSession: ConnectionSink {
         let probe = transports.probe
         probe?.close(code: CloseCode.goingAway, reason: "session closed")
         transports.probe = nil
-        hub.metrics.connections.disconnect(why)
+        relay.metrics.connections.disconnect(why)
         if let user = connectState.user {
-            let setup = ConnectSetup(socket: self)
+            let setup = ConnectSetup(services: relay.connect, socket: self)
             setup.keepForRecovery(end: why)
             setup.unregister(user, end: why)
         }
@@ -394,27 +423,12 @@ final class SocketSession: ConnectionSink {
     }
 }
 
-extension SocketSession {
-    /// The hooks of a long-polling session.
-    private final class Hooks {
-        var onEnd: (() -> Void)?
-        var onLimits: ((LimitsInForce) -> Void)?
-    }
-
-    /// Changes the hooks, made at the first one set and dropped once none is left.
-    private func withHooks(_ change: (Hooks) -> Void) {
-        let box = hooks ?? Hooks()
-        change(box)
-        hooks = box.onEnd == nil && box.onLimits == nil ? nil : box
-    }
-}
-
 extension SocketSession: SessionTimerOwner {
     /// The session's timer passed (`armTimer`): the heartbeat, pong, CONNECT, upgrade or token
     /// deadline it was set for. A callback replaced or cancelled after NIO took it out of its
     /// queue does nothing.
     func sessionTimerFired(generation: UInt32) {
         guard !ended, timer.fired(generation) else { return }
-        perform(session.tick(now: hub.clock.monotonicMs()))
+        perform(session.tick(now: clock.monotonicMs()))
     }
 }

@@ -1,55 +1,22 @@
 import NIOCore
 import RelayCore
 
-/// The steps that span services: a connection counted in and out (registry, rooms, typing,
-/// live shares, presence), a room joined or left.
+/// The membership steps, for tests and the lock benchmark that drive a hub without sockets.
+/// (Socket handlers are given `Membership` itself.)
 extension Hub {
-    /// Registers an authenticated connection. Called on the connection's loop.
     public func register(_ sink: any ConnectionSink, sid: String, user: String, on partition: LoopPartition, deflate: Bool = false, ip: String = "", takesOffsets: Bool = false) throws(RelayError) {
-        let info = ConnectionInfo(sid: sid, user: user, ip: ip, connectedAtMs: clock.wallMs(), deflate: deflate, loop: partition.index)
-        try registry.register(info, id: sink.connectionID, takesOffsets: takesOffsets)
-        metrics.connections.open.increment()
-        partition.add(sink, user: user)
+        try membership.register(sink, sid: sid, user: user, on: partition, deflate: deflate, ip: ip, takesOffsets: takesOffsets)
     }
 
-    /// Removes a connection: leaves its rooms (presence), stops its typing and live shares.
-    /// Called on the connection's loop when it closes.
     public func unregister(_ id: ConnectionID, sid: String, user: String, on partition: LoopPartition, deflate: Bool = false, takesOffsets: Bool = false) {
-        registry.unregister(id, sid: sid, user: user, deflate: deflate, takesOffsets: takesOffsets, wallNow: clock.wallMs())
-        let leaves = rooms.leaveAll(connection: id)
-        for leave in leaves {
-            typing.connectionLeft(id, room: leave.room)
-            partition.leave(room: leave.room, id)
-        }
-        partition.remove(id)
-        metrics.connections.open.decrement()
-        for leave in leaves { presence.left(leave, exclude: nil, on: partition.eventLoop) }
-        locations.connectionClosed(id)
+        membership.unregister(id, sid: sid, user: user, on: partition, deflate: deflate, takesOffsets: takesOffsets)
     }
 
-    /// Joins a room; the future (on the partition's loop) gives the presence list, the joiner
-    /// included — cluster-wide when the node is in a cluster and Redis is up, this node's
-    /// otherwise.
     public func join(room: String, sink: any ConnectionSink, user: String, on partition: LoopPartition) throws(RelayError) -> EventLoopFuture<[PresenceEntry]> {
-        let (joined, update) = try rooms.join(room: room, connection: sink.connectionID, user: user, partition: partition.index, now: clock.monotonicMs())
-        partition.join(room: room, sink)
-        return presence.joined(
-            room: room, user: user, update: update, alreadyMember: joined.alreadyMember, exclude: sink.connectionID, on: partition.eventLoop)
+        try membership.join(room: room, sink: sink, user: user, on: partition)
     }
 
-    /// Leaves a room; `false` if the connection was not in it.
     public func leave(room: String, connection id: ConnectionID, on partition: LoopPartition) -> Bool {
-        guard let left = rooms.leave(room: room, connection: id) else { return false }
-        typing.connectionLeft(id, room: room)
-        partition.leave(room: room, id)
-        presence.left(left, exclude: id, on: partition.eventLoop)
-        locations.connectionLeft(id, room: room)
-        return true
-    }
-
-    /// Forwards a committed receipt (and tells the webhooks when they take it).
-    public func forward(_ receipt: Receipt, excludeConnection: ConnectionID?) {
-        backends.webhooks?.clientEvent(name: receipt.kind.eventName, room: receipt.room, from: receipt.userID, payload: receipt.json, ts: receipt.ts)
-        publisher.publishReceipt(receipt, excludeConnection: excludeConnection)
+        membership.leave(room: room, connection: id, on: partition)
     }
 }

@@ -27,10 +27,15 @@ public final class Hub: Sendable {
     public let rooms: RoomDirectory
     public let publisher: Publisher
     let presence: PresenceAnnouncer
-    public let typing: TypingService
-    let locations: LiveLocationService
-    let handover: RecoveryHandover
     let revocations: Revocations
+    /// What the sockets' handlers are given: membership, typing, live shares, the recovery
+    /// handover (the handlers' own bundles are made from it, `RelayContext`).
+    let sockets: NodeSocketServices
+
+    public var typing: TypingService { sockets.typing }
+    var locations: LiveLocationService { sockets.locations }
+    var handover: RecoveryHandover { sockets.handover }
+    public var membership: Membership { sockets.membership }
 
     public convenience init(
         eventLoops: [any EventLoop], configuration: RelayConfiguration, clock: RelayClock = .system, metrics: RelayMetrics = RelayMetrics(),
@@ -69,14 +74,18 @@ public final class Hub: Sendable {
         self.registry = registry
         self.rooms = rooms
         self.publisher = publisher
-        self.presence = PresenceAnnouncer(
+        let presence = PresenceAnnouncer(
             rooms: rooms, registry: registry, manager: backends.presence, directory: backends.users, broker: broker, publisher: publisher, clock: clock, homeLoop: timerLoop)
-        self.typing = TypingService(
+        self.presence = presence
+        let typing = TypingService(
             windowMs: configuration.events.typingWindowMs, expiryMs: configuration.events.typingExpiryMs, stripes: stripes, timerLoop: timerLoop, clock: clock,
             publisher: publisher)
-        self.locations = LiveLocationService(
+        let locations = LiveLocationService(
             maxSharesPerConnection: configuration.connections.maxLiveSharesPerConnection, timerLoop: timerLoop, clock: clock, publisher: publisher)
-        self.handover = RecoveryHandover(stripes: stripes, loops: partitions, kept: backends.keptSessions, control: backends.control)
+        self.sockets = NodeSocketServices(
+            membership: Membership(registry: registry, rooms: rooms, presence: presence, typing: typing, locations: locations, clock: clock, metrics: metrics),
+            typing: typing, locations: locations,
+            handover: RecoveryHandover(stripes: stripes, loops: partitions, kept: backends.keptSessions, control: backends.control))
         self.revocations = Revocations(
             ttlSeconds: configuration.auth.revocationTTLSeconds, registry: registry, loops: partitions, kept: backends.keptSessions, control: backends.control,
             clock: clock, metrics: metrics)

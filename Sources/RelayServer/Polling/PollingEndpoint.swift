@@ -103,7 +103,7 @@ struct PollingEndpoint {
         guard let transport = handle.transport.value as? PollingTransport else { return promise.succeed(engineError(.sessionUnknown)) }
         guard transport.upgraded else { return transport.poll(promise) }
         let socket = handle.session.value
-        if transport.polledDuringUpgrade, !socket.isClosing, socket.session.acceptsPolling(now: socket.hub.clock.monotonicMs()) {
+        if transport.polledDuringUpgrade, socket.acceptsPolling {
             promise.succeed(PollingTransport.body([UInt8(ascii: "6")]))
         } else {
             promise.succeed(engineError(.sessionUnknown))
@@ -118,7 +118,7 @@ struct PollingEndpoint {
         let socket = handle.session.value
         guard let transport = handle.transport.value as? PollingTransport else { return engineError(.sessionUnknown) }
         if transport.closed {
-            guard transport.upgraded, !socket.isClosing, socket.session.acceptsPolling(now: socket.hub.clock.monotonicMs()) else {
+            guard transport.upgraded, socket.acceptsPolling else {
                 return engineError(.sessionUnknown)
             }
         }
@@ -152,7 +152,7 @@ struct PollingEndpoint {
         let engineSID = session.session.engineSID
         sessions.insert(engineSID, handle)
         var released = false
-        let metrics = relay.hub.metrics
+        let metrics = relay.metrics
         transport.observers.onViolation = { [weak session] code, reason in
             if code == CloseCode.slowConsumer { metrics.delivery.slowConsumerCloses.increment() }
             session?.close(code: code, reason: reason)

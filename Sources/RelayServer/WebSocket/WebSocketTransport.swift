@@ -62,7 +62,6 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     }
 
     var configuration: RelayConfiguration { relay.configuration }
-    var hub: Hub { relay.hub }
 
     /// - Parameter probeOf: the polling session this socket upgrades (its URL had a `sid`).
     init(relay: RelayContext, handshake: HandshakeInfo, probeOf: PollingRegistry.Handle? = nil) {
@@ -92,7 +91,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         self.readyFrames = encoder.map(ReadyFramePath.init)
         self.codec = try? pipeline.handler(type: WebSocketFrameCodec.self)
         self.writes.writable = context.channel.isWritable
-        self.partition = hub.partition(for: context.eventLoop)
+        self.partition = relay.partition(for: context.eventLoop)
         switch start {
         case .upgrade(let polling)?:
             link = SessionLink.probe(polling, transport: self, transportLoop: context.eventLoop)
@@ -121,7 +120,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         ending = .tornDown
         readyFrames = nil
         codec = nil
-        if outbound.count > 0 { hub.metrics.delivery.dropped.increment(by: Int64(outbound.count)) }
+        if outbound.count > 0 { relay.metrics.delivery.dropped.increment(by: Int64(outbound.count)) }
         outbound.removeAll()
         writes.pendingPong = nil
         link?.transportClosed()
@@ -212,9 +211,9 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         guard context != nil else { return }
         switch outbound.enqueue(message, bytes: message.byteCount, key: message.coalescingKey) {
         case .queued: break
-        case .replaced: hub.metrics.delivery.coalesced.increment()
+        case .replaced: relay.metrics.delivery.coalesced.increment()
         case .overflow:
-            hub.metrics.delivery.slowConsumerCloses.increment()
+            relay.metrics.delivery.slowConsumerCloses.increment()
             fail(code: CloseCode.slowConsumer, reason: "slow consumer")
         }
     }

@@ -1,0 +1,37 @@
+import NIOCore
+import RelayCore
+
+/// What a socket handler gives back for its event: the reply and the changes to the socket's
+/// own state. Only the socket carries them out (`SocketSession.carryOut`): a handler reads the
+/// socket (its id, loop, sid) but never writes to it or changes it.
+struct SocketUpdate: Sendable {
+    /// The ack or error reply, when the event wants one.
+    var reply: EngineSession.Reply?
+    var changes: [SocketChange] = []
+    /// When the reply's bytes leave.
+    var flush: SocketSession.Flush = .now
+    /// Run once the reply is written: a committed receipt is forwarded after its ack.
+    var afterReply: (@Sendable () -> Void)? = nil
+}
+
+/// A change a handler asks of its socket's state.
+enum SocketChange: Sendable {
+    /// Joined the stream, whose head was `head` once this node received it.
+    case joined(StreamKey, head: StreamOffset)
+    /// Left the stream: its offsets are no longer followed.
+    case left(StreamKey)
+    /// A new token of the same user took the old one's place (user, rooms, expiry).
+    case refreshed(AuthenticatedUser)
+}
+
+/// A handler's answer: now, or once what it waits for completes (on the socket's loop; a
+/// handler turns its own failures into replies, so the future always succeeds).
+enum HandlerResult {
+    case now(SocketUpdate)
+    case later(EventLoopFuture<SocketUpdate>)
+
+    /// No reply and no change.
+    static let nothing = HandlerResult.now(SocketUpdate())
+
+    static func reply(_ reply: EngineSession.Reply?) -> HandlerResult { .now(SocketUpdate(reply: reply)) }
+}
