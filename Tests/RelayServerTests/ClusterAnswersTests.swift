@@ -127,7 +127,7 @@ final class ClusterAnswersTests: XCTestCase {
         try connect(bob2, user: "bob", on: shardB)
         _ = try now(hub.join(room: "conversation:2", sink: bob1, user: "bob", on: shardA))
         _ = try now(hub.join(room: "conversation:1", sink: bob2, user: "bob", on: shardB))
-        let endpoint = PresenceEndpoint(hub: hub)
+        let endpoint = PresenceEndpoint(presence: hub.presence)
         func single(_ segment: String) throws -> (UInt, JSONValue) {
             let r = try now(endpoint.user(segment: Substring(segment), on: loopA))
             return (r.status.code, try JSONParser.parse(r.body))
@@ -158,7 +158,7 @@ final class ClusterAnswersTests: XCTestCase {
         try connect(carol, user: "carol", on: shardB)
         hub.unregister(carol.connectionID, sid: "sid-2", user: "carol", on: shardB)
         let seen = clock.relayClock.wallMs()
-        let endpoint = PresenceEndpoint(hub: hub)
+        let endpoint = PresenceEndpoint(presence: hub.presence)
         func batch(_ body: String) throws -> (UInt, JSONValue) {
             let r = try now(endpoint.batch(Array(body.utf8), on: loopA))
             return (r.status.code, try JSONParser.parse(r.body))

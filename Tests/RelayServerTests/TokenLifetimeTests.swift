@@ -109,7 +109,7 @@ final class TokenLifetimeTests: XCTestCase {
         try connect(phone, old)
         try connect(laptop, old)
         try connect(bob, "bob")
-        let answer = UserDisconnectEndpoint(hub: h.relay.hub).handle(user: "alice", body: Array("{\"revoke\":true}".utf8))
+        let answer = UserDisconnectEndpoint(revocations: h.relay.hub.revocations).handle(user: "alice", body: Array("{\"revoke\":true}".utf8))
         XCTAssertEqual(answer.status, .ok)
         XCTAssertTrue(String(decoding: answer.body, as: UTF8.self).contains("\"disconnected\":2"))
         XCTAssertEqual(try phone.closeCode(), CloseCode.kicked)
@@ -122,7 +122,7 @@ final class TokenLifetimeTests: XCTestCase {
         XCTAssertTrue(try again.texts().contains { $0.hasPrefix("44") && $0.contains("token_revoked") })
         h.advance(ms: 1_000)
         try connect(try h.session(), token("alice", expiresIn: 3600, h))
-        XCTAssertEqual(UserDisconnectEndpoint(hub: h.relay.hub).handle(user: "cafe\u{301}", body: []).status, .badRequest)
+        XCTAssertEqual(UserDisconnectEndpoint(revocations: h.relay.hub.revocations).handle(user: "cafe\u{301}", body: []).status, .badRequest)
         XCTAssertEqual(UserDisconnectEndpoint.user(inPath: "/api/v1/users/a%3Ab/disconnect"), "a:b")
         XCTAssertNil(UserDisconnectEndpoint.user(inPath: "/api/v1/users/a/b/disconnect"))
     }

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import RelayBackends
 import RelayCore
 
 /// `POST /api/v1/emit`: the backend sends an event to a user's devices, to a list of users, or
@@ -11,7 +12,9 @@ import RelayCore
 /// from Redis; this node's, with `"degraded":true`, while Redis is down); with
 /// `recipientsByUser`, also `"users":{"bob":2,…}`.
 struct EmitEndpoint {
-    let hub: Hub
+    let publisher: Publisher
+    let presence: PresenceAnnouncer
+    let clock: RelayClock
     /// At most this many users in `to.users`.
     static let maxUsers = 1000
     static let maxUserBytes = 256
@@ -45,15 +48,15 @@ struct EmitEndpoint {
         }
         switch request.target {
         case .user(let user):
-            hub.publisher.publish(user: user, event: EventPolicyTable.backend(request.event), payload: request.payload, window: request.window)
+            publisher.publish(user: user, event: EventPolicyTable.backend(request.event), payload: request.payload, window: request.window)
             return answer(users: [user], byUser: request.byUser, on: loop)
         case .users(let users):
             let event = EventPolicyTable.backend(request.event)
-            for user in users { hub.publisher.publish(user: user, event: event, payload: request.payload, window: request.window) }
+            for user in users { publisher.publish(user: user, event: event, payload: request.payload, window: request.window) }
             return answer(users: users, byUser: request.byUser, on: loop)
         case .room(let room):
-            hub.publisher.publish(room: room, event: EventPolicyTable.backend(request.event), payload: request.payload, window: request.window)
-            return hub.presence.roomPresenceAnswer(room: room, on: loop).map { answer in
+            publisher.publish(room: room, event: EventPolicyTable.backend(request.event), payload: request.payload, window: request.window)
+            return presence.roomPresenceAnswer(room: room, on: loop).map { answer in
                 Self.response(answer.value.map { ($0.user, $0.devices) }, byUser: request.byUser, degraded: answer.degraded)
             }
         }
@@ -61,7 +64,7 @@ struct EmitEndpoint {
 
     /// The users' sockets on every node (this node's while Redis is down).
     private func answer(users: [String], byUser: Bool, on loop: any EventLoop) -> EventLoopFuture<HTTPResponse> {
-        hub.presence.userPresence(users, withRooms: false, on: loop).map { answer in
+        presence.userPresence(users, withRooms: false, on: loop).map { answer in
             Self.response(answer.value.map { ($0.user, $0.devices) }, byUser: byUser, degraded: answer.degraded)
         }
     }
@@ -86,7 +89,7 @@ struct EmitEndpoint {
         }
         let data = json["data"] ?? .object([])
         guard data.isObject else { throw Self.invalid("data must be a JSON object") }
-        var payload = data.setting("ts", to: .int(hub.clock.wallMs()))
+        var payload = data.setting("ts", to: .int(clock.wallMs()))
         if payload["from"] == nil { payload = payload.setting("from", to: "server") }
         let target = try Self.target(json["to"])
         var byUser = false
@@ -144,5 +147,12 @@ struct EmitEndpoint {
 
     private static func invalid(_ message: String) -> Refusal {
         Refusal(code: "invalid_payload", message: message)
+    }
+}
+
+extension EmitEndpoint {
+    /// Given the services it uses, from the node's hub.
+    init(hub: Hub) {
+        self.init(publisher: hub.publisher, presence: hub.presence, clock: hub.clock)
     }
 }

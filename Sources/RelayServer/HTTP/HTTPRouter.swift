@@ -40,7 +40,7 @@ struct HTTPRouter: Sendable {
         if let user = PresenceEndpoint.userSegment(of: query.path) {
             guard request.method == .GET else { return eventLoop.makeSucceededFuture(.error(.methodNotAllowed, code: "method_not_allowed", message: "use GET")) }
             guard authorized(request, key: relay.configuration.auth.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
-            return PresenceEndpoint(hub: relay.hub).user(segment: user, on: eventLoop)
+            return PresenceEndpoint(presence: relay.hub.presence).user(segment: user, on: eventLoop)
         }
         switch (request.method, query.path) {
         case (.POST, "/api/v1/emit"):
@@ -49,7 +49,7 @@ struct HTTPRouter: Sendable {
             return EmitEndpoint(hub: relay.hub).handle(request.body, on: eventLoop)
         case (.POST, "/api/v1/presence"):
             guard authorized(request, key: relay.configuration.auth.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
-            return PresenceEndpoint(hub: relay.hub).batch(request.body, on: eventLoop)
+            return PresenceEndpoint(presence: relay.hub.presence).batch(request.body, on: eventLoop)
         case (.GET, "/api/v1/receipts"):
             guard authorized(request, key: relay.configuration.auth.apiKey) else { return eventLoop.makeSucceededFuture(unauthorized()) }
             return ReceiptsEndpoint(store: relay.receipts).handle(query: query, on: eventLoop)
@@ -65,7 +65,7 @@ struct HTTPRouter: Sendable {
         if let user = UserDisconnectEndpoint.user(inPath: query.path) {
             guard authorized(request, key: relay.configuration.auth.apiKey) else { return unauthorized() }
             guard request.method == .POST else { return .error(.methodNotAllowed, code: "method_not_allowed", message: "use POST") }
-            return UserDisconnectEndpoint(hub: relay.hub).handle(user: user, body: request.body)
+            return UserDisconnectEndpoint(revocations: relay.hub.revocations).handle(user: user, body: request.body)
         }
         switch (request.method, query.path) {
         case (_, "/socket.io/"), (_, "/socket.io"):

@@ -11,7 +11,7 @@ import RelayCore
 /// - `POST /api/v1/presence` `{"users":[…]}` (1…1000, duplicates once) →
 ///   `{"users":{"bob":{"online","devices","lastSeen"},…}}`
 struct PresenceEndpoint {
-    let hub: Hub
+    let presence: PresenceAnnouncer
     static let maxUsers = 1000
     static let prefix = "/api/v1/users/"
     static let suffix = "/presence"
@@ -28,7 +28,7 @@ struct PresenceEndpoint {
             return loop.makeSucceededFuture(
                 .error(.badRequest, code: "invalid_payload", message: "the user must be a user id (1-\(EmitEndpoint.maxUserBytes) bytes, Unicode NFC, percent-encoded)"))
         }
-        return hub.presence.userPresence([user], withRooms: true, on: loop).map { answer in
+        return presence.userPresence([user], withRooms: true, on: loop).map { answer in
             let p = answer.value.first ?? UserPresence(user: user, devices: 0)
             var fields: [(String, JSONValue)] = [
                 ("user", .string(user)), ("online", .bool(p.online)), ("devices", .int(Int64(p.devices))),
@@ -58,7 +58,7 @@ struct PresenceEndpoint {
             }
             if seen.insert(user).inserted { users.append(user) }
         }
-        return hub.presence.userPresence(users, withRooms: false, on: loop).map { answer in
+        return presence.userPresence(users, withRooms: false, on: loop).map { answer in
             let entries = answer.value.map { p -> (String, JSONValue) in
                 (p.user, .object([("online", .bool(p.online)), ("devices", .int(Int64(p.devices))), ("lastSeen", p.lastSeen.map { JSONValue.int($0) } ?? .null)]))
             }

@@ -9,7 +9,7 @@ import RelayCore
 /// `{"user","disconnected":N,"revoked":bool}`, N counting this node's sockets (the other nodes
 /// close theirs when the message reaches them, within a Redis round trip).
 struct UserDisconnectEndpoint {
-    let hub: Hub
+    let revocations: Revocations
 
     /// The user of `/api/v1/users/{user}/disconnect`, percent-decoded; `nil` for other paths.
     static func user(inPath path: String) -> String? {
@@ -35,7 +35,7 @@ struct UserDisconnectEndpoint {
             default: return .error(.badRequest, code: "invalid_payload", message: "revoke must be a boolean")
             }
         }
-        let closed = hub.revocations.disconnect(user: user, revoke: revoke)
+        let closed = revocations.disconnect(user: user, revoke: revoke)
         return .json(.ok, .object([("user", .string(user)), ("disconnected", .int(Int64(closed))), ("revoked", .bool(revoke))]))
     }
 }
