@@ -12,7 +12,8 @@ import RelayCore
 /// deliveries to the socket are held there; the CONNECT answer goes first, then the missed
 /// events in order, then the held ones that are newer. Every step runs on the socket's loop; a
 /// step that waited (a token, a kept session, a history read) goes on only while the socket is
-/// still authenticating.
+/// still authenticating. It never changes the socket: each step hands the socket the changes
+/// it asks for (`SocketChange`), which the socket carries out in order.
 struct ConnectSetup {
     let services: ConnectServices
     let socket: SocketSession
@@ -29,8 +30,11 @@ struct ConnectSetup {
     private var eventLoop: any EventLoop { socket.eventLoop }
 
     /// Whether a step that waited may go on: the socket is still waiting for its CONNECT answer.
-    private var stillAuthenticating: Bool {
-        socket.session.phase == .authenticating && !socket.isClosing
+    private var stillAuthenticating: Bool { socket.isAuthenticating }
+
+    /// Hands the socket the changes this step asks for, carried out in order.
+    private func change(_ changes: SocketChange...) {
+        socket.carryOut(.now(SocketUpdate(changes: changes)), for: socket.connectionID)
     }
 
     // MARK: Authentication
@@ -42,7 +46,7 @@ struct ConnectSetup {
         guard services.admission.mayAuthenticate(ip: socket.remoteIP, now: now) else {
             services.metrics.connections.authFailure(.authRateLimited)
             services.metrics.connections.connectsRefused.increment()
-            socket.perform(socket.session.connectFinished(.failure(RelayError(.authRateLimited)), now: now))
+            change(.refused(RelayError(.authRateLimited)))
             return
         }
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
@@ -60,12 +64,12 @@ struct ConnectSetup {
             services.metrics.connections.authFailure(error.code)
             services.metrics.connections.connectsRefused.increment()
             services.logger.info("auth failed", metadata: ["ip": "\(socket.remoteIP)", "code": "\(error.code.rawValue)"])
-            socket.perform(socket.session.connectFinished(.failure(error), now: now))
+            change(.refused(error))
         case .success(let user):
             guard !services.revocations.isRevoked(user) else {
                 services.metrics.connections.authFailure(.tokenRevoked)
                 services.metrics.connections.connectsRefused.increment()
-                socket.perform(socket.session.connectFinished(.failure(RelayError(.tokenRevoked)), now: now))
+                change(.refused(RelayError(.tokenRevoked)))
                 return
             }
             connect(user, request: request)
@@ -75,8 +79,8 @@ struct ConnectSetup {
     /// The token is valid: recover the session the client names, or start a new one.
     private func connect(_ user: AuthenticatedUser, request: ConnectRequest) {
         let takesOffsets = services.broker.keepsHistory && (services.recovery.offsetsForEverySocket || request.wantsRecovery)
-        socket.connectState.begin(takesOffsets: takesOffsets)
-        guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, recovery: nil) }
+        change(.connecting(takesOffsets: takesOffsets))
+        guard takesOffsets, let pid = request.pid else { return connectFresh(user, request: request, takesOffsets: takesOffsets, recovery: nil) }
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         // Not kept: the old connection may still look alive (its drop not noticed yet); its
         // node hands the session over (`Hub.takeKeptSession`).
@@ -85,56 +89,49 @@ struct ConnectSetup {
             guard me.stillAuthenticating else { return }
             switch result {
             case .success(.taken(let record)): me.recover(record, user: user, request: request)
-            case .success(.notFound): me.connectFresh(user, request: request, recovery: .unknownSession)
-            case .success(.otherUser): me.connectFresh(user, request: request, recovery: .userMismatch)
-            case .failure: me.connectFresh(user, request: request, recovery: .unavailable)
+            case .success(.notFound): me.connectFresh(user, request: request, takesOffsets: true, recovery: .unknownSession)
+            case .success(.otherUser): me.connectFresh(user, request: request, takesOffsets: true, recovery: .userMismatch)
+            case .failure: me.connectFresh(user, request: request, takesOffsets: true, recovery: .unavailable)
             }
         }
     }
 
     /// Registers with the hub under `sid`, holding its deliveries when `holding`; `false` (and
     /// the CONNECT refused) when a limit says no.
-    private func register(_ user: AuthenticatedUser, sid: String, holding: Bool) -> Bool {
+    private func register(_ user: AuthenticatedUser, sid: String, holding: Bool, takesOffsets: Bool) -> Bool {
         let c = services.outbound
         // The same bounds as every outbound queue; nothing coalesced (`ConnectState.Stage`).
         let held: OutboundQueue<OutboundMessage>? =
             holding
             ? OutboundQueue(softLimitBytes: c.outboundHardLimitBytes, hardLimitBytes: c.outboundHardLimitBytes, maxCount: c.outboundMaxQueuedMessages)
             : nil
-        socket.connectState.register(user, holdingIn: held)
+        // Registered with the socket first, so that deliveries from the moment the hub knows it
+        // are held.
+        change(.registering(user, held: held))
         do throws(RelayError) {
             try services.membership.register(
-                socket, sid: sid, user: user.userID, on: socket.partition, deflate: socket.deflate, ip: socket.remoteIP,
-                takesOffsets: socket.connectState.takesOffsets)
+                socket, sid: sid, user: user.userID, on: socket.partition, deflate: socket.deflate, ip: socket.remoteIP, takesOffsets: takesOffsets)
         } catch {
-            socket.connectState.registrationRefused()
             services.metrics.connections.authFailure(error.code)
             services.metrics.connections.connectsRefused.increment()
-            socket.perform(socket.session.connectFinished(.failure(error), now: services.clock.monotonicMs()))
+            change(.registrationRefused, .refused(error))
             return false
         }
         services.metrics.connections.connectsOK.increment()
         return true
     }
 
-    /// Sends the CONNECT answer.
-    private func answer(_ answer: ConnectAnswer) {
-        let clock = services.clock
-        socket.perform(socket.session.connectFinished(.success(answer), now: clock.monotonicMs(), wallMs: clock.wallMs()))
-    }
-
     // MARK: A new session
 
     /// A new session: register, join the CONNECT's rooms, answer with their offsets.
-    private func connectFresh(_ user: AuthenticatedUser, request: ConnectRequest, recovery: RecoveryResult?) {
+    private func connectFresh(_ user: AuthenticatedUser, request: ConnectRequest, takesOffsets: Bool, recovery: RecoveryResult?) {
         if let recovery { services.metrics.connections.recovery(recovery) }
-        let takesOffsets = socket.connectState.takesOffsets
         let plain = request.rooms.isEmpty && request.overBudget.isEmpty && !takesOffsets
-        guard register(user, sid: socket.sid, holding: !plain) else { return }
+        guard register(user, sid: socket.sid, holding: !plain, takesOffsets: takesOffsets) else { return }
         let partition = socket.partition
-        if takesOffsets {
-            let pid = RandomID.makeSecret()
-            socket.connectState.assign(pid: pid)
+        let pid = takesOffsets ? RandomID.makeSecret() : nil
+        if let pid {
+            change(.assigned(pid: pid))
             services.handover.track(pid: pid, connection: socket.connectionID, on: partition)
         }
         var joined: [String] = []
@@ -152,7 +149,7 @@ struct ConnectSetup {
             }
         }
         if plain {
-            answer(ConnectAnswer(user: user))
+            change(.answered(ConnectAnswer(user: user)))
             logConnect(user)
             return
         }
@@ -169,13 +166,11 @@ struct ConnectSetup {
         EventLoopFuture.whenAllSucceed(heads, on: loop).whenSuccess { heads in
             let me = bound.value
             guard me.stillAuthenticating else { return }
-            let socket = me.socket
             let positions = Dictionary(heads, uniquingKeysWith: { a, _ in a })
-            for (stream, head) in heads { socket.connectState.follow(stream, from: head) }
             let rooms = joinedRooms.map { ($0, WireOffset(positions[.room($0)] ?? .zero, stream: .room($0)).description) }
-            socket.connectState.answered(atMs: me.services.clock.monotonicMs())
-            me.answer(ConnectAnswer(user: user, pid: socket.connectState.pid, recovered: false, rooms: rooms, refused: refusedRooms))
-            me.release(after: positions)
+            let following = heads.map { SocketChange.following($0.0, from: $0.1) }
+            let answer = ConnectAnswer(user: user, pid: pid, recovered: false, rooms: rooms, refused: refusedRooms)
+            me.socket.carryOut(.now(SocketUpdate(changes: following + [.answered(answer), .released(after: positions)])), for: me.socket.connectionID)
             me.logConnect(user)
         }
     }
@@ -187,14 +182,14 @@ struct ConnectSetup {
     private func recover(_ record: KeptSession, user: AuthenticatedUser, request: ConnectRequest) {
         switch RecoveryPlan(recovering: record, as: user, request: request) {
         case .startFresh(let why):
-            connectFresh(user, request: request, recovery: why)
+            connectFresh(user, request: request, takesOffsets: true, recovery: why)
         case .readMissed(let rooms, let cuts):
             let bound = NIOLoopBound(self, eventLoop: eventLoop)
             readMissed(after: cuts).whenSuccess { first in
                 let me = bound.value
                 guard me.stillAuthenticating else { return }
                 switch first {
-                case .notRecovered(let why): me.connectFresh(user, request: request, recovery: why)
+                case .notRecovered(let why): me.connectFresh(user, request: request, takesOffsets: true, recovery: why)
                 case .events(let before): me.resume(record, user: user, rooms: rooms, cuts: cuts, before: before)
                 }
             }
@@ -207,17 +202,16 @@ struct ConnectSetup {
         _ record: KeptSession, user: AuthenticatedUser, rooms: [String], cuts: [StreamKey: StreamOffset],
         before: [StreamKey: [(offset: StreamOffset, message: OutboundMessage)]]
     ) {
-        guard register(user, sid: record.socketSID, holding: true) else { return }
+        guard register(user, sid: record.socketSID, holding: true, takesOffsets: true) else { return }
         let partition = socket.partition
-        socket.connectState.assign(pid: record.pid)
+        change(.assigned(pid: record.pid), .following(.user(user.userID), from: cuts[.user(user.userID)] ?? .zero))
         services.handover.track(pid: record.pid, connection: socket.connectionID, on: partition)
-        socket.connectState.follow(.user(user.userID), from: cuts[.user(user.userID)] ?? .zero)
         var restored: [String] = []
         for room in rooms {
             do throws(RelayError) {
                 _ = try services.membership.join(room: room, sink: socket, user: user.userID, on: partition)
                 restored.append(room)
-                socket.connectState.follow(.room(room), from: cuts[.room(room)] ?? .zero)
+                change(.following(.room(room), from: cuts[.room(room)] ?? .zero))
             } catch {
                 services.logger.info("recovered socket could not rejoin", metadata: ["room": "\(room)", "code": "\(error.code.rawValue)"])
             }
@@ -277,15 +271,15 @@ struct ConnectSetup {
         // One order across streams: by offset time, then stream, so each stream stays in order.
         missed.sort { ($0.position.offset, $0.position.stream.name) < ($1.position.offset, $1.position.stream.name) }
         let roomOffsets = rooms.map { ($0, WireOffset(last[.room($0)] ?? .zero, stream: .room($0)).description) }
-        socket.connectState.answered(atMs: services.clock.monotonicMs())
-        answer(ConnectAnswer(user: user, socketSID: record.socketSID, pid: record.pid, recovered: true, rooms: roomOffsets))
-        for (position, message) in missed {
+        let replay = missed.map { position, message in
             var message = message
             message.stamp = RecoveryStamp(position: position)
             message.compressed = nil
-            socket.deliver(message)
+            return message
         }
-        release(after: last)
+        change(
+            .answered(ConnectAnswer(user: user, socketSID: record.socketSID, pid: record.pid, recovered: true, rooms: roomOffsets)), .replayed(replay),
+            .released(after: last))
         services.metrics.connections.recovery(.recovered)
         services.logger.info("recovered", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "replayed": "\(missed.count)"])
     }
@@ -314,38 +308,24 @@ struct ConnectSetup {
         }
     }
 
-    /// Writes what was held during CONNECT, skipping what the socket has already had (offsets at
-    /// or before `positions`), and stops holding.
-    private func release(after positions: [StreamKey: StreamOffset]) {
-        let held = socket.connectState.release(after: positions) { message in
-            message.stamp.map { (stream: $0.position.stream, offset: $0.position.offset) }
-        }
-        for message in held { socket.deliver(message) }
-        socket.flushOutbound()
-    }
-
     private func logConnect(_ user: AuthenticatedUser) {
         services.logger.info("connect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "ip": "\(socket.remoteIP)"])
     }
 
     // MARK: Leaving
 
-    /// Keeps the session of a socket that takes offsets for the recovery window, when `end` is
-    /// one that keeps it.
-    func keepForRecovery(end: ConnectionEnd) {
-        guard services.broker.keepsHistory,
-            let record = socket.connectState.keptRecord(
-                socketSID: socket.sid, end: end, clientDisconnected: socket.session.clientDisconnected, wallMs: services.clock.wallMs())
-        else { return }
+    /// Keeps the session of a socket that takes offsets for the recovery window: `record`, the
+    /// socket's own account of it, when its end is one that keeps it.
+    func keepForRecovery(_ record: @autoclosure () -> KeptSession?) {
+        guard services.broker.keepsHistory, let record = record() else { return }
         services.keptSessions.put(record, windowMs: services.recovery.windowMs)
     }
 
     /// Leaves the hub (rooms, presence, typing, live shares, the pid's entry).
-    func unregister(_ user: AuthenticatedUser, end: ConnectionEnd) {
-        if let pid = socket.connectState.pid { services.handover.untrack(pid: pid, connection: socket.connectionID) }
+    func unregister(_ user: AuthenticatedUser, pid: String?, takesOffsets: Bool, end: ConnectionEnd) {
+        if let pid { services.handover.untrack(pid: pid, connection: socket.connectionID) }
         services.membership.unregister(
-            socket.connectionID, sid: socket.sid, user: user.userID, on: socket.partition, deflate: socket.deflate,
-            takesOffsets: socket.connectState.takesOffsets)
+            socket.connectionID, sid: socket.sid, user: user.userID, on: socket.partition, deflate: socket.deflate, takesOffsets: takesOffsets)
         services.logger.info("disconnect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "reason": "\(end.metricLabel)"])
     }
 }

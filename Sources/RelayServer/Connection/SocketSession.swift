@@ -44,8 +44,9 @@ final class SocketSession: ConnectionSink {
     /// The client negotiated permessage-deflate.
     let deflate: Bool
     private var transports = SessionTransports()
-    /// Registration, the CONNECT's setup and the recovery bookkeeping (`ConnectSetup`).
-    var connectState = ConnectState<OutboundMessage>()
+    /// Registration, the CONNECT's setup and the recovery bookkeeping, changed only here, as
+    /// `ConnectSetup` asks (`SocketChange`).
+    private var connectState = ConnectState<OutboundMessage>()
     let relay: RelayContext
     let partition: LoopPartition
     /// The client's address, as the upgrade or handshake request gave it (logs, the
@@ -56,7 +57,7 @@ final class SocketSession: ConnectionSink {
     private(set) lazy var receipts = SocketReceipts(services: relay.receiptServices)
     /// What a long-polling session's endpoint asked to be told (`onEnd`, `onLimits`).
     private var hooks = PollingHooks()
-    var session: EngineSession
+    private var session: EngineSession
 
     /// Called once when the session ended (the polling registry forgets it).
     var onEnd: (() -> Void)? {
@@ -79,6 +80,15 @@ final class SocketSession: ConnectionSink {
         guard !isClosing, case .connected(let user) = session.phase else { return nil }
         return user
     }
+    /// Waiting for its CONNECT's token, kept session or history reads (`ConnectSetup` goes on
+    /// only while this holds).
+    var isAuthenticating: Bool { !isClosing && session.phase == .authenticating }
+    /// The Engine.IO session id.
+    var engineSID: String { session.engineSID }
+    /// The bytes of the deliveries held while the CONNECT is set up.
+    var heldBytes: Int { connectState.heldBytes }
+    /// The inbound limits in force now.
+    var limits: LimitsInForce { session.limits }
     /// Whether the upgraded session still takes a late polling request (`PollingEndpoint`).
     var acceptsPolling: Bool { !isClosing && session.acceptsPolling(now: clock.monotonicMs()) }
     /// The Socket.IO socket id (admin API, logs).
@@ -181,7 +191,7 @@ final class SocketSession: ConnectionSink {
     // MARK: Session actions
 
     /// Carries out the session's actions in order, then flushes and re-arms the timer.
-    func perform(_ actions: [EngineSession.Action], flush: Flush = .now) {
+    private func perform(_ actions: [EngineSession.Action], flush: Flush = .now) {
         for action in actions {
             switch action {
             // A packet of this socket's own (an answer, an ack, a ping): never held back behind
@@ -238,7 +248,7 @@ final class SocketSession: ConnectionSink {
     /// connection, not closing — then its reply, through the session (nothing once closed;
     /// error replies spend their budget), then what follows the reply. A later result is
     /// carried out when it completes, on this loop.
-    private func carryOut(_ result: HandlerResult, for connection: ConnectionID) {
+    func carryOut(_ result: HandlerResult, for connection: ConnectionID) {
         let update: SocketUpdate
         switch result {
         case .now(let now): update = now
@@ -247,14 +257,33 @@ final class SocketSession: ConnectionSink {
             future.whenSuccess { bound.value.carryOut(.now($0), for: connection) }
             return
         }
-        if connection == connectionID, !isClosing {
-            for change in update.changes {
+        if connection == connectionID {
+            // In the order asked; a change may close the socket (a refused CONNECT): the rest are
+            // not carried out.
+            for change in update.changes where !isClosing {
                 switch change {
                 case .joined(let stream, let head): connectState.join(stream, at: head)
                 case .left(let stream): connectState.unfollow(stream)
                 case .refreshed(let user):
                     connectState.refreshed(user)
                     session.tokenRefreshed(user, now: clock.monotonicMs(), wallMs: clock.wallMs())
+                case .connecting(let takesOffsets): connectState.begin(takesOffsets: takesOffsets)
+                case .registering(let user, let held): connectState.register(user, holdingIn: held)
+                case .registrationRefused: connectState.registrationRefused()
+                case .assigned(let pid): connectState.assign(pid: pid)
+                case .following(let stream, let head): connectState.follow(stream, from: head)
+                case .answered(let answer):
+                    let now = clock.monotonicMs()
+                    connectState.answered(atMs: now)
+                    perform(session.connectFinished(.success(answer), now: now, wallMs: clock.wallMs()))
+                case .refused(let error): perform(session.connectFinished(.failure(error), now: clock.monotonicMs()))
+                case .replayed(let missed): for message in missed { deliver(message) }
+                case .released(let positions):
+                    let held = connectState.release(after: positions) { message in
+                        message.stamp.map { (stream: $0.position.stream, offset: $0.position.offset) }
+                    }
+                    for message in held { deliver(message) }
+                    flushOutbound()
                 }
             }
         }
@@ -304,7 +333,7 @@ final class SocketSession: ConnectionSink {
 
     /// Writes a hub message: a socket that takes offsets gets the bytes with the offset, and
     /// records where it stands in the stream.
-    func deliver(_ message: OutboundMessage) {
+    private func deliver(_ message: OutboundMessage) {
         guard connectState.takesOffsets, let stamp = message.stamp else {
             transports.current?.send(message)
             return
@@ -391,7 +420,7 @@ final class SocketSession: ConnectionSink {
     private func leave() {
         guard let user = connectState.user else { return }
         relay.metrics.connections.disconnect(.clientClosed)
-        ConnectSetup(services: relay.connect, socket: self).unregister(user, end: .clientClosed)
+        ConnectSetup(services: relay.connect, socket: self).unregister(user, pid: connectState.pid, takesOffsets: connectState.takesOffsets, end: .clientClosed)
         connectState = ConnectState()
         connectionID = relay.makeConnectionID()
         session.renewSocketSID(RandomID.make())
@@ -411,8 +440,9 @@ final class SocketSession: ConnectionSink {
         relay.metrics.connections.disconnect(why)
         if let user = connectState.user {
             let setup = ConnectSetup(services: relay.connect, socket: self)
-            setup.keepForRecovery(end: why)
-            setup.unregister(user, end: why)
+            let (sid, wallMs, left) = (self.sid, clock.wallMs(), session.clientDisconnected)
+            setup.keepForRecovery(connectState.keptRecord(socketSID: sid, end: why, clientDisconnected: left, wallMs: wallMs))
+            setup.unregister(user, pid: connectState.pid, takesOffsets: connectState.takesOffsets, end: why)
         }
         // Nothing is held or followed any more.
         connectState = ConnectState()

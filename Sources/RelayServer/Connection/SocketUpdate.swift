@@ -22,6 +22,29 @@ enum SocketChange: Sendable {
     case left(StreamKey)
     /// A new token of the same user took the old one's place (user, rooms, expiry).
     case refreshed(AuthenticatedUser)
+
+    // The CONNECT's steps (`ConnectSetup`), in the order it asks for them.
+
+    /// The token was verified: whether this CONNECT takes offsets.
+    case connecting(takesOffsets: Bool)
+    /// Registering with the hub as the user; with `held`, the hub's deliveries wait in it until
+    /// `released`, else they are written at once.
+    case registering(AuthenticatedUser, held: OutboundQueue<OutboundMessage>?)
+    /// The hub refused the registration: not registered, nothing held.
+    case registrationRefused
+    /// The socket's private session id: a new one, or the recovered session's.
+    case assigned(pid: String)
+    /// Follows the stream's offsets from `head` (joined at CONNECT, or recovered).
+    case following(StreamKey, from: StreamOffset)
+    /// Answer the CONNECT.
+    case answered(ConnectAnswer)
+    /// Refuse the CONNECT (the session returns to awaiting one, or closes).
+    case refused(RelayError)
+    /// Write what a recovered socket missed, in order, before anything held.
+    case replayed([OutboundMessage])
+    /// Write what was held during the setup, skipping what the socket already has (offsets at or
+    /// before `positions`), and stop holding.
+    case released(after: [StreamKey: StreamOffset])
 }
 
 /// A handler's answer: now, or once what it waits for completes (on the socket's loop; a

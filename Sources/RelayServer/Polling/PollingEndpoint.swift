@@ -147,9 +147,9 @@ struct PollingEndpoint {
             maxMessages: c.connections.outboundMaxQueuedMessages, holdMs: Int64(c.engine.pingIntervalMs + c.engine.pingTimeoutMs))
         let handle = PollingRegistry.Handle(
             session: NIOLoopBound(session, eventLoop: loop), transport: NIOLoopBound(transport as any SessionTransport, eventLoop: loop), loop: loop,
-            bodyLimit: ManagedAtomic(session.session.limits.maxMessageBytes), postInFlight: ManagedAtomic(false))
+            bodyLimit: ManagedAtomic(session.limits.maxMessageBytes), postInFlight: ManagedAtomic(false))
         let sessions = relay.pollingSessions
-        let engineSID = session.session.engineSID
+        let engineSID = session.engineSID
         sessions.insert(engineSID, handle)
         var released = false
         let metrics = relay.metrics
