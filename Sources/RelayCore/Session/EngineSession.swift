@@ -3,6 +3,11 @@
 /// knows nothing of sockets, event loops or timers, so every rule (heartbeat, CONNECT,
 /// event validation and budgets, the polling → WebSocket upgrade) is tested without a socket.
 ///
+/// Two layers, as the protocols are: the session itself is Engine.IO's — the open packet, the
+/// heartbeat, the transport and its upgrade, the inbound packet budget — and it carries the
+/// Socket.IO connection (`SocketConnection`: CONNECT, events, acks, error replies), to which it
+/// hands each `4` message and attachment.
+///
 /// The transports (WebSocket, HTTP long-polling) are thin adapters: they turn frames or
 /// request bodies into `receive` calls, call `tick` when `nextDeadline` passes, and perform the
 /// returned `Action`s in order.
@@ -62,25 +67,13 @@ public struct EngineSession: Sendable {
     public var configuration: SessionConfiguration { shared.value }
     /// The Engine.IO session id (`sid` of the open packet).
     public let engineSID: String
-    /// The Socket.IO socket id (`sid` of the CONNECT answer); a recovered session takes back
-    /// its old one.
-    public private(set) var socketSID: String
     // Every socket keeps one session for its whole life, so its fields are laid out for size:
     // small ones together, rare state (a binary packet being assembled) boxed and only while
     // it exists, deadlines in 8 bytes, budgets without their (shared) limits.
-    /// Where the socket stands (`SessionLifecycle`): the CONNECT deadline, the login and its
-    /// token deadlines live in its cases.
-    public private(set) var lifecycle: SessionLifecycle
+    /// The Socket.IO connection the session carries: its lifecycle, CONNECT, events, replies.
+    public private(set) var socket: SocketConnection
     /// Which transport carries the session and how far an upgrade is (`UpgradeState`).
     public private(set) var upgrade: UpgradeState
-
-    /// A token offered outside the CONNECT packet (query string or `Authorization` header).
-    private let fallbackToken: String?
-    /// The binary packet (`45`/`46`) whose attachments are being collected, or skipped.
-    private var binary = PendingBinary.none
-    private var limiter: EventRateLimiter
-    /// Error replies, against `configuration.budgets.errorReplies`.
-    private var errorBudget: BucketLevel
     /// Packets and event bytes, whatever the transport (`InboundBudget`), against
     /// `configuration.budgets.inbound`.
     private var inbound: InboundBudget
@@ -105,13 +98,10 @@ public struct EngineSession: Sendable {
         self.shared = shared
         let configuration = shared.value
         // Until `start`, the CONNECT deadline counts from creation.
-        self.lifecycle = .awaitingConnect(deadline: now + configuration.connectTimeoutMs, left: false)
+        self.socket = SocketConnection(
+            sid: socketSID, fallbackToken: fallbackToken, shared: shared, connectDeadline: now + configuration.connectTimeoutMs, now: now)
         self.upgrade = transport == .polling ? .polling : .websocket(UpgradeHandover())
         self.engineSID = engineSID
-        self.socketSID = socketSID
-        self.fallbackToken = fallbackToken
-        self.limiter = EventRateLimiter(budgets: shared.eventBudgets, now: now)
-        self.errorBudget = BucketLevel(configuration.budgets.errorReplies, now: now)
         self.inbound = InboundBudget(limits: configuration.budgets.inbound, now: now)
     }
 
@@ -119,9 +109,14 @@ public struct EngineSession: Sendable {
     /// id, as the reference server gives one per connect: logs and the admin API tell the two
     /// sockets apart. Only between sockets.
     public mutating func renewSocketSID(_ sid: String) {
-        guard case .awaitingConnect = lifecycle else { return }
-        socketSID = sid
+        socket.renewSID(sid)
     }
+
+    /// The Socket.IO socket id (`sid` of the CONNECT answer).
+    public var socketSID: String { socket.sid }
+
+    /// Where the socket stands (`SessionLifecycle`).
+    public var lifecycle: SessionLifecycle { socket.lifecycle }
 
     /// The lifecycle without its data.
     public var phase: Phase {
@@ -181,7 +176,7 @@ public struct EngineSession: Sendable {
     /// Opens the session: the open packet, then the heartbeat and the CONNECT deadline.
     public mutating func start(now: Int64) -> [Action] {
         nextPingAt = now + configuration.heartbeat.intervalMs
-        if case .awaitingConnect(_, let left) = lifecycle { lifecycle = .awaitingConnect(deadline: now + configuration.connectTimeoutMs, left: left) }
+        socket.started(connectDeadline: now + configuration.connectTimeoutMs)
         let open = EnginePacket.openPayload(
             sid: engineSID, upgrades: transport == .polling ? ["websocket"] : [],
             pingInterval: Int(clamping: configuration.heartbeat.intervalMs), pingTimeout: Int(clamping: configuration.heartbeat.timeoutMs),
@@ -209,24 +204,8 @@ public struct EngineSession: Sendable {
                 if lifecycle.isClosed { return actions }
             }
         }
-        switch lifecycle {
-        case .awaitingConnect(let deadline, _) where deadline <= now:
-            return actions + close(code: CloseCode.connectTimeout, reason: "connect timeout")
-        case .connected(var login):
-            if let deadline = login.expiryAt, deadline <= now {
-                let expired = SocketPacket.eventMessage(name: ServerEvent.authExpired.name, payload: .object([("exp", .int(login.user.expiresAt))]))
-                return actions + [.send(expired)] + close(code: CloseCode.tokenExpired, reason: "token expired")
-            }
-            if let deadline = login.expiryNoticeAt, deadline <= now {
-                login.expiryNoticeAt = nil
-                let left = max(0, (login.expiryAt ?? now) - now)
-                lifecycle = .connected(login)
-                actions.append(.send(SocketPacket.eventMessage(
-                    name: ServerEvent.authExpiring.name, payload: .object([("exp", .int(login.user.expiresAt)), ("expiresInMs", .int(left))]))))
-            }
-        default:
-            break
-        }
+        actions += settled(socket.tick(now: now))
+        if lifecycle.isClosed { return actions }
         if let deadline = pongDeadline, deadline <= now {
             return actions + close(code: CloseCode.pingTimeout, reason: "ping timeout")
         }
@@ -247,15 +226,20 @@ public struct EngineSession: Sendable {
     /// Ends the session with `code` (the transport broke a rule, a limit was passed, an operator
     /// kicked it). Returns nothing once closed.
     public mutating func close(code: UInt16, reason: String) -> [Action] {
-        if lifecycle.isClosed { return [] }
-        lifecycle = .closed(left: lifecycle.left)
+        settled(socket.close(code: code, reason: reason))
+    }
+
+    /// What the socket's actions leave: once it closed (a limit, a refused CONNECT, a packet
+    /// that does not parse), the session's heartbeat stops and no upgrade goes on.
+    private mutating func settled(_ actions: [Action]) -> [Action] {
+        guard lifecycle.isClosed else { return actions }
         nextPingAt = nil
         pongDeadline = nil
         switch upgrade {
         case .polling, .probing: upgrade = .polling
         case .websocket: upgrade = .websocket(UpgradeHandover())
         }
-        return [.close(code: code, reason: reason)]
+        return actions
     }
 
     // MARK: Inbound
@@ -280,7 +264,9 @@ public struct EngineSession: Sendable {
         }
         // Long-polling carries a binary attachment as `b<base64>`.
         if from == .polling, packet.first == UInt8(ascii: "b") {
-            return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBase64(packet.dropFirst()) }
+            return settled(socket.receiveAttachment(inbound: &inbound, probing: upgrading, configuration, now: now, wallMs: wallMs) { assembler throws(ProtocolError) in
+                try assembler.receiveBase64(packet.dropFirst())
+            })
         }
         let decoded: EnginePacket
         do {
@@ -304,7 +290,12 @@ public struct EngineSession: Sendable {
         case .close:
             return close(code: CloseCode.normal, reason: "client closed")
         case .message(let payload):
-            return receiveSocketPacket(payload, size: packet.count, now: now, wallMs: wallMs)
+            let actions = settled(socket.receive(payload, size: packet.count, inbound: &inbound, probing: upgrading, configuration, now: now, wallMs: wallMs))
+            // A CONNECT that came late by polling (the socket no longer awaits one) goes before
+            // what the WebSocket sent after it.
+            guard upgrade.isHoldingForLateConnect else { return actions }
+            if case .awaitingConnect = lifecycle { return actions }
+            return actions + takeHeld(now: now)
         case .noop, .upgrade:
             return []
         case .open:
@@ -328,7 +319,7 @@ public struct EngineSession: Sendable {
             if lifecycle.isClosed { break }
             // Held only before a CONNECT was verified, so none of them is run as an event and
             // the wall clock (the `ts` of receipts) is never read.
-            actions += receiveSocketPacket(packet.dropFirst(), size: packet.count, now: now, wallMs: 0)
+            actions += settled(socket.receive(packet.dropFirst(), size: packet.count, inbound: &inbound, probing: upgrading, configuration, now: now, wallMs: 0))
         }
         return actions
     }
@@ -381,219 +372,24 @@ public struct EngineSession: Sendable {
         if lifecycle.isClosed { return [] }
         guard from == transport else { return [.abortProbe(reason: "unexpected packet on the probe")] }
         guard inbound.takePacket(size: bytes.count, limits: configuration.budgets.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
-        return receiveAttachment(now: now, wallMs: wallMs) { assembler throws(ProtocolError) in try assembler.receiveBinary(bytes) }
-    }
-
-    private mutating func receiveAttachment(
-        now: Int64, wallMs: Int64, _ take: (inout BinaryPacketAssembler) throws(ProtocolError) -> BinaryPacketAssembler.Output
-    ) -> [Action] {
-        do {
-            switch try binary.withAssembler(configuration, take) {
-            case .binaryPacket(let packet): return receiveBinaryPacket(packet, now: now, wallMs: wallMs)
-            case .packet, .awaitingAttachments, .skipped: return []
-            }
-        } catch {
-            return malformed(error, now: now)
-        }
+        return settled(socket.receiveAttachment(inbound: &inbound, probing: upgrading, configuration, now: now, wallMs: wallMs) { assembler throws(ProtocolError) in
+            try assembler.receiveBinary(bytes)
+        })
     }
 
     // MARK: Socket.IO
-
-    private mutating func receiveSocketPacket(_ payload: ArraySlice<UInt8>, size: Int, now: Int64, wallMs: Int64) -> [Action] {
-        let packet: SocketPacket
-        // A binary packet before CONNECT is refused at its header: its attachments are never
-        // assembled for a client that has not logged in.
-        if user == nil, let type = payload.first, type == UInt8(ascii: "5") || type == UInt8(ascii: "6") {
-            return refuse(RelayError(.notConnected, "binary packets are accepted once connected"), ackID: nil, now: now)
-        }
-        do {
-            switch try binary.withAssembler(configuration, { assembler throws(ProtocolError) in try assembler.receiveText(payload) }) {
-            case .packet(let p): packet = p
-            case .binaryPacket(let binary): return receiveBinaryPacket(binary, now: now, wallMs: wallMs)
-            case .awaitingAttachments, .skipped: return []
-            }
-        } catch {
-            return malformed(error, now: now)
-        }
-        guard packet.namespace == "/" else {
-            guard packet.type == .connect else { return [] }
-            // The protocol's own answer, word for word (its test suite compares the packet).
-            let refusal = SocketPacket(type: .connectError, namespace: packet.namespace, data: .object([("message", .string("Invalid namespace"))]))
-            return [.send(refusal.encodedMessage())]
-        }
-        switch packet.type {
-        case .connect:
-            let actions = receiveConnect(packet, now: now)
-            // A CONNECT that came late by polling goes before what the WebSocket sent after it.
-            return upgrade.isHoldingForLateConnect ? actions + takeHeld(now: now) : actions
-        case .disconnect: return receiveDisconnect(now: now)
-        case .event: return receiveEvent(packet, size: size, now: now, wallMs: wallMs)
-        case .ack, .connectError: return []
-        case .binaryEvent, .binaryAck: return []  // the assembler returns them whole
-        }
-    }
-
-    /// A binary event with its attachments: only custom events carry binary (forwarded with the
-    /// same bytes); binary acks answer nothing Relay asked.
-    private mutating func receiveBinaryPacket(_ binary: BinaryPacket, now: Int64, wallMs: Int64) -> [Action] {
-        guard binary.header.namespace == "/", binary.header.type == .binaryEvent else { return [] }
-        guard case .connected(let login) = lifecycle else {
-            return fail(RelayError(.notConnected), event: nil, ackID: binary.header.ackID, now: now)
-        }
-        let event: InboundEvent
-        do {
-            event = try InboundEvent(binary: binary)
-        } catch {
-            return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
-        }
-        // Measured as every recipient is charged: long-polling carries attachments as base64.
-        return dispatch(event, user: login.user, size: binary.recipientByteCount, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
-    }
-
-    /// A packet refused for a limit or Relay's stricter JSON: an error reply once connected, a
-    /// refused CONNECT before.
-    private mutating func refuse(_ error: RelayError, ackID: Int64?, now: Int64) -> [Action] {
-        if case .connected = lifecycle { return fail(error, event: nil, ackID: ackID, now: now) }
-        return refuseConnect(error)
-    }
-
-    /// A packet the Socket.IO parser cannot read. Before CONNECT the CONNECT is refused (the
-    /// client learns why); after it the connection closes with 1002, as the protocol closes it
-    /// (a client whose packets do not parse cannot be answered reliably). Relay's own limits
-    /// (attachment counts, sizes) and its refusal of duplicate JSON keys stay error replies.
-    private mutating func malformed(_ error: ProtocolError, now: Int64) -> [Action] {
-        switch error {
-        case .duplicateKey, .tooManyAttachments, .binaryPacketTooLarge:
-            return refuse(error.relayError, ackID: error.ackID, now: now)
-        default:
-            guard case .connected = lifecycle else { return refuse(error.relayError, ackID: nil, now: now) }
-            return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
-        }
-    }
-
-    /// Socket.IO DISCONNECT (`41`): the socket leaves, the Engine.IO session stays open (the
-    /// protocol's rule: socket.io-client-swift's `socket.disconnect()` keeps its manager
-    /// connected and may CONNECT again on it). What held before the first CONNECT holds again:
-    /// the CONNECT deadline, the pre-authentication limits; the rooms it leaves are paid from
-    /// the join budget, as `room:leave` pays, so a `40`/`41` loop cannot make more presence
-    /// events than `room:join`/`room:leave` may.
-    private mutating func receiveDisconnect(now: Int64) -> [Action] {
-        switch lifecycle {
-        case .connected(let login):
-            lifecycle = .awaitingConnect(deadline: now + configuration.connectTimeoutMs, left: true)
-            limiter.spend(EventPolicyTable.roomLeave.rateClass, count: login.rooms, now: now)
-            return [.leave, .limits(limits)]
-        case .verifying:
-            // Its CONNECT is being verified: a later answer would reach a socket that left.
-            lifecycle = .verifying(left: true)
-            return close(code: CloseCode.normal, reason: "client disconnected")
-        case .awaitingConnect, .closed:
-            return []
-        }
-    }
-
-    private mutating func receiveConnect(_ packet: SocketPacket, now: Int64) -> [Action] {
-        switch lifecycle {
-        case .connected(let login):
-            // A repeated CONNECT is answered again; nothing changes.
-            return [.send(login.answer ?? SocketPacket(type: .connect, data: ConnectAnswer(user: login.user).json(sid: socketSID)).encodedMessage())]
-        case .verifying, .closed:
-            return []
-        case .awaitingConnect(_, let left):
-            lifecycle = .verifying(left: left)
-            do throws(RelayError) {
-                var request = try ConnectRequest(data: packet.data, fallbackToken: fallbackToken, maxRooms: configuration.maxRoomsInConnect)
-                // Rooms named here are joins like `room:join`'s, from the same budget: the rest
-                // are refused `rate_limited` in the answer.
-                let allowed = limiter.take(EventPolicyTable.roomJoin.rateClass, count: request.rooms.count, now: now)
-                if allowed < request.rooms.count {
-                    request.overBudget = Array(request.rooms[allowed...])
-                    request.rooms.removeSubrange(allowed...)
-                }
-                return [.authenticate(request)]
-            } catch {
-                return refuseConnect(error)
-            }
-        }
-    }
 
     /// The token was verified and the connection recovered or registered (`.success`), or not.
     /// With `wallMs`, the token's `exp` is enforced: `auth:expiring` ahead of it, the close at
     /// `exp` + leeway.
     public mutating func connectFinished(_ result: Result<ConnectAnswer, RelayError>, now: Int64, wallMs: Int64? = nil) -> [Action] {
-        guard case .verifying = lifecycle else { return [] }
-        switch result {
-        case .failure(let error):
-            return refuseConnect(error)
-        case .success(let outcome):
-            if let sid = outcome.socketSID { socketSID = sid }
-            let bytes = SocketPacket(type: .connect, data: outcome.json(sid: socketSID)).encodedMessage()
-            let plain = outcome.pid == nil && outcome.rooms.isEmpty && outcome.refused.isEmpty
-            var login = SessionLifecycle.Login(user: outcome.user, rooms: outcome.rooms.count, answer: plain ? nil : bytes)
-            if let wallMs { login.armTokenExpiry(configuration.tokens, now: now, wallMs: wallMs) }
-            lifecycle = .connected(login)
-            return [.limits(limits), .send(bytes)]
-        }
+        settled(socket.connectFinished(result, probing: upgrading, configuration, now: now, wallMs: wallMs))
     }
 
     /// The socket proved a new token (`auth:refresh`) for the same user: its rooms and expiry
     /// are the new token's from now on.
     public mutating func tokenRefreshed(_ user: AuthenticatedUser, now: Int64, wallMs: Int64) {
-        guard case .connected(var login) = lifecycle, login.user.userID == user.userID else { return }
-        login.user = user
-        login.armTokenExpiry(configuration.tokens, now: now, wallMs: wallMs)
-        lifecycle = .connected(login)
-    }
-
-    /// CONNECT_ERROR (`44{…}`), then close with 4003. While a WebSocket is being probed the
-    /// refusal goes on it too: the client reads whichever transport it moves to next (a
-    /// socket.io-client-swift that sends `5` never polls again; a JavaScript client that drops
-    /// the probe takes it from its next poll).
-    private mutating func refuseConnect(_ error: RelayError) -> [Action] {
-        let refusal = SocketPacket(type: .connectError, data: error.connectErrorPayload).encodedMessage()
-        let onProbe: [Action] = upgrading ? [.sendProbe(refusal)] : []
-        return [.send(refusal)] + onProbe + close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
-    }
-
-    private mutating func receiveEvent(_ packet: SocketPacket, size: Int, now: Int64, wallMs: Int64) -> [Action] {
-        guard case .connected(let login) = lifecycle else {
-            return fail(RelayError(.notConnected), event: nil, ackID: packet.ackID, now: now)
-        }
-        let event: InboundEvent
-        do {
-            event = try InboundEvent(packet: packet)
-        } catch {
-            // Not an event at all (`42{}`, `42[]`, `42[1]`): malformed, as the protocol says.
-            return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
-        }
-        return dispatch(event, user: login.user, size: size, maxBytes: configuration.maxEventBytes, now: now, wallMs: wallMs)
-    }
-
-    /// Budget, policy and validation of one client event; `maxBytes` bounds its encoded size
-    /// (an event's JSON, or a binary packet with its attachments).
-    private mutating func dispatch(_ event: InboundEvent, user: AuthenticatedUser, size: Int, maxBytes: Int, now: Int64, wallMs: Int64) -> [Action] {
-        do throws(RelayError) {
-            // Refused names (bad grammar, server-only, custom when disabled) spend the control
-            // budget, so a client cannot get unlimited error replies out of the relay.
-            let lookup = Result { () throws(RelayError) in
-                try EventPolicyTable.policy(forClientEvent: event.name, customEventsEnabled: configuration.customEventsEnabled)
-            }
-            let rateClass = (try? lookup.get())?.rateClass ?? .control
-            guard limiter.allow(rateClass, now: now) else {
-                return [.received(event: event.name), .rateLimited(rateClass)] + fail(RelayError(.rateLimited), event: event.name, ackID: event.ackID, now: now)
-            }
-            let policy = try lookup.get()
-            guard size <= maxBytes else {
-                throw RelayError(.payloadTooLarge, "events are limited to \(maxBytes) bytes")
-            }
-            guard inbound.takeEventBytes(size, limits: configuration.budgets.inbound, now: now) else {
-                return [.received(event: event.name), .rateLimited(rateClass)] + fail(RelayError(.rateLimited), event: event.name, ackID: event.ackID, now: now)
-            }
-            let typed = try ClientEvent(event, policy: policy, userID: user.userID, wallMs: wallMs)
-            return [.received(event: event.name), .handle(typed, ackID: event.ackID, user: user)]
-        } catch {
-            return [.received(event: event.name)] + fail(error, event: event.name, ackID: event.ackID, now: now)
-        }
+        socket.tokenRefreshed(user, configuration, now: now, wallMs: wallMs)
     }
 
     // MARK: Replies
@@ -611,55 +407,12 @@ public struct EngineSession: Sendable {
 
     /// The actions for `reply`: nothing once closed; error replies spend their budget.
     public mutating func reply(_ reply: Reply, now: Int64) -> [Action] {
-        switch reply {
-        case .ack(let id, let payload):
-            if lifecycle.isClosed { return [] }
-            return [.send(SocketPacket.ackMessage(id: id, payload: payload))]
-        case .binaryAck(let id, let payload, let attachments):
-            if lifecycle.isClosed { return [] }
-            let encoded = BinaryPacket.ack(id: id, payload: payload, attachments: attachments).encoded()
-            return [.sendBinary(header: encoded.header, attachments: encoded.attachments)]
-        case .failure(let error, let event, let ackID):
-            return fail(error, event: event, ackID: ackID, now: now)
-        }
+        settled(socket.reply(reply, configuration, now: now))
     }
 
     /// An error reply: the error ack when the event asked for one, else an `error` event.
     /// Error replies spend a budget; past it the session closes with 1008 instead of answering.
     public mutating func fail(_ error: RelayError, event: String?, ackID: Int64?, now: Int64) -> [Action] {
-        if lifecycle.isClosed { return [] }
-        guard errorBudget.tryConsume(1, configuration.budgets.errorReplies, now: now) else {
-            return close(code: CloseCode.policyViolation, reason: "too many refused events")
-        }
-        if let ackID { return [.send(SocketPacket.ackMessage(id: ackID, payload: error.ackPayload))] }
-        var body = error.json
-        if let event { body = body.setting("event", to: .string(event)) }
-        return [.send(SocketPacket.eventMessage(name: "error", payload: body))]
-    }
-}
-
-extension EngineSession {
-    /// The binary packet being assembled: boxed, and only while there is one, so that the
-    /// sessions that never see one (nearly all) do not carry the assembler's 112 bytes.
-    private enum PendingBinary: Sendable {
-        case none
-        indirect case some(BinaryPacketAssembler)
-
-        /// Runs `body` on the assembler of binary packets: the one collecting (or skipping) a
-        /// binary packet's attachments, or an idle one. Kept afterwards only while it is not idle.
-        mutating func withAssembler<Result>(
-            _ c: SessionConfiguration, _ body: (inout BinaryPacketAssembler) throws(ProtocolError) -> Result
-        ) throws(ProtocolError) -> Result {
-            var assembler: BinaryPacketAssembler
-            if case .some(let pending) = self {
-                assembler = pending
-            } else {
-                // A binary event is held to the event limit too (its base64 cost is checked once
-                // whole): the assembler never keeps more than one event may carry.
-                assembler = BinaryPacketAssembler(maxPayload: min(c.maxPayload, c.maxEventBytes), maxAttachments: c.maxAttachments)
-            }
-            defer { self = assembler.isAwaitingAttachments || assembler.remainingSkips > 0 ? .some(assembler) : .none }
-            return try body(&assembler)
-        }
+        settled(socket.fail(error, event: event, ackID: ackID, configuration, now: now))
     }
 }
