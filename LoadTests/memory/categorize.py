@@ -33,7 +33,7 @@ CATS = [
  ("Relay: TextUTF8Guard (+ validator array)", r"TextUTF8Guard"),
  ("Relay: WebSocketFrameCodec (+ validator array, NIO decoder)", r"WebSocketFrameCodec"),
  ("Relay: WebSocketTransport", r"WebSocketTransport\.__allocating_init"),
- ("Relay: SocketSession (EngineSession, ConnectState inline)", r"SocketSession\.__allocating_init"),
+ ("Relay: ClientSession (EngineSession, ConnectState inline)", r"ClientSession\.__allocating_init"),
  ("Relay: CONNECT answer kept", r"EngineSession\.connectFinished"),
  ("Relay: ConnectionAdmission (+ close callback)", r"ConnectionAdmission|(specialized )?EventLoopFuture(\.Isolated)?\.whenComplete <- (specialized )?static RelayServer\.configure"),
  ("Relay: token's room patterns", r"RoomAuthorization"),

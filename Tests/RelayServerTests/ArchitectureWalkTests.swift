@@ -40,5 +40,16 @@ final class ArchitectureWalkTests: XCTestCase {
             }
         }
         XCTAssertGreaterThan(checked, 30, "read the walk")
+
+        // Each walk states how many components it crosses (#41: at most 15, bytes to bytes), and
+        // the typing walk lists them: the list must hold as many names as the count says.
+        let counts = try NSRegularExpression(pattern: #"Components[^*]*\*\*([0-9]+)\*\*"#)
+        let stated = counts.matches(in: walk, range: NSRange(walk.startIndex..., in: walk)).compactMap { Range($0.range(at: 1), in: walk).flatMap { Int(walk[$0]) } }
+        XCTAssertEqual(stated.count, 2, "the typing walk and the receipt walk each state their count")
+        for count in stated { XCTAssertLessThanOrEqual(count, 15, "a walk crosses at most 15 components") }
+        let list = try XCTUnwrap(walk.range(of: #"\*\*[0-9]+\*\* —[^(]*"#, options: .regularExpression), "the typing walk lists its components")
+        let listed = walk[list].components(separatedBy: "`").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        XCTAssertEqual(listed.count, stated.first, "the typing walk's list: \(listed)")
+        for name in listed { XCTAssertNotNil(files[name], "\(name) is listed but Sources has no \(name).swift") }
     }
 }

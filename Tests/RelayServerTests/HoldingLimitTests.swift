@@ -81,7 +81,7 @@ final class HoldingLimitTests: XCTestCase {
         try bob.send("40{\"token\":\"bob\",\"rooms\":[\"conversation:1\"]}")
         for n in 1...200 { try tick(alice, n, pad: 100) }
         XCTAssertEqual(try bob.closeCode(), CloseCode.slowConsumer)
-        let held = try XCTUnwrap(h.relay.hub.partition(for: h.loop).sink(ConnectionID(2)) as? SocketSession?)
+        let held = try XCTUnwrap(h.relay.hub.partition(for: h.loop).sink(ConnectionID(2)) as? ClientSession?)
         XCTAssertLessThanOrEqual(held?.heldBytes ?? 0, 4_000)
         broker?.release()
         XCTAssertFalse(try bob.texts().contains { $0.hasPrefix("40{") }, "never answered after the close")

@@ -4,12 +4,12 @@ import RelayCore
 /// Runs one typed client event of a connected socket (routed by `ClientEvent`, never by
 /// matching names again) against the services it is given. Every event with an ack id gets
 /// exactly one reply, which the executor returns — at once, or as a future for events that
-/// wait — and the socket writes (`SocketSession.carryOut`); the executor never writes to the
+/// wait — and the socket writes (`ClientSession.carryOut`); the executor never writes to the
 /// socket or changes it.
 struct ClientEventExecutor {
     let services: EventServices
     /// The socket the event came from, read for its id, loop and sid.
-    let socket: SocketSession
+    let socket: ClientSession
     /// The socket's user, as the session knows it when the event arrived.
     let user: AuthenticatedUser
 

@@ -16,7 +16,7 @@ import RelayCore
 /// it asks for (`SocketChange`), which the socket carries out in order.
 struct ConnectSetup {
     let services: ConnectServices
-    let socket: SocketSession
+    let socket: ClientSession
 
     /// The most a recovery replays; a socket that missed more is not recovered.
     static let maxReplayBytes = 4 << 20

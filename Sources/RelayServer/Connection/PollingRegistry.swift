@@ -14,7 +14,7 @@ final class PollingRegistry: Sendable {
     /// A class: a WebSocket that upgrades a polling session keeps one (in its `SessionLink`),
     /// and as a struct its 88 bytes would sit in the link of every WebSocket, upgraded or not.
     final class Handle: Sendable {
-        let session: NIOLoopBound<SocketSession>
+        let session: NIOLoopBound<ClientSession>
         /// The polling transport (the polling endpoint's own type; held as a transport here, so
         /// the connection code does not depend on the polling code).
         let transport: NIOLoopBound<any SessionTransport>
@@ -27,7 +27,7 @@ final class PollingRegistry: Sendable {
         let postInFlight: ManagedAtomic<Bool>
 
         init(
-            session: NIOLoopBound<SocketSession>, transport: NIOLoopBound<any SessionTransport>, loop: any EventLoop, bodyLimit: ManagedAtomic<Int>,
+            session: NIOLoopBound<ClientSession>, transport: NIOLoopBound<any SessionTransport>, loop: any EventLoop, bodyLimit: ManagedAtomic<Int>,
             postInFlight: ManagedAtomic<Bool>
         ) {
             self.session = session

@@ -1,6 +1,6 @@
 import RelayCore
 
-/// Where a `SocketSession` writes: a WebSocket, or the long-polling buffer. Every method is
+/// Where a `ClientSession` writes: a WebSocket, or the long-polling buffer. Every method is
 /// called on the session's event loop; a transport on another loop hops itself.
 protocol SessionTransport: AnyObject {
     /// Queues or writes one Engine.IO packet; does not flush.
@@ -8,7 +8,7 @@ protocol SessionTransport: AnyObject {
     /// Flushes what `send` wrote.
     func flush()
     /// Ends the transport with a WebSocket close code (polling answers its pending request and
-    /// forgets the session). The transport reports back through `SocketSession.transportClosed`.
+    /// forgets the session). The transport reports back through `ClientSession.transportClosed`.
     func close(code: UInt16, reason: String)
     /// The session's inbound limits in force changed (CONNECT succeeded, or a `41`): enforce
     /// these from now on.

@@ -1,7 +1,7 @@
 /// A session's transport and the WebSocket probed to replace it (a polling session upgrading).
 ///
 /// Only data: calls into a transport may come back into the session (a close reports
-/// `transportClosed`), so `SocketSession` makes them itself, never from inside a mutation here.
+/// `transportClosed`), so `ClientSession` makes them itself, never from inside a mutation here.
 struct SessionTransports {
     /// The current transport; `nil` once the session ended.
     var current: (any SessionTransport)? {

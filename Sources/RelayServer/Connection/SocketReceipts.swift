@@ -19,7 +19,7 @@ final class SocketReceipts {
     }
 
     /// `message:delivered` / `message:read`: stored, acked after commit, then forwarded.
-    func record(_ receipt: NewReceipt, ackID: Int64?, user: AuthenticatedUser, for socket: SocketSession) throws(RelayError) -> HandlerResult {
+    func record(_ receipt: NewReceipt, ackID: Int64?, user: AuthenticatedUser, for socket: ClientSession) throws(RelayError) -> HandlerResult {
         let store = try admit(count: 1, room: receipt.room, user: user, for: socket)
         pending += 1
         let me = NIOLoopBound(self, eventLoop: socket.eventLoop)
@@ -42,7 +42,7 @@ final class SocketReceipts {
     /// (one group commit), one ack listing each receipt's id, then the new ones forwarded grouped:
     /// one event to the room, one to each author's other devices.
     func record(
-        batch receipts: [NewReceipt], room: String, kind: ReceiptKind, ackID: Int64?, user: AuthenticatedUser, for socket: SocketSession
+        batch receipts: [NewReceipt], room: String, kind: ReceiptKind, ackID: Int64?, user: AuthenticatedUser, for socket: ClientSession
     ) throws(RelayError) -> HandlerResult {
         let store = try admit(count: receipts.count, room: room, user: user, for: socket)
         pending += receipts.count
@@ -69,7 +69,7 @@ final class SocketReceipts {
 
     /// `receipt:sync`: receipts on the caller's messages after a cursor, only of rooms its
     /// token allows (the author id is the sender's claim).
-    func sync(since: Int64, limit: Int, ackID: Int64?, user: AuthenticatedUser, for socket: SocketSession) throws(RelayError) -> HandlerResult {
+    func sync(since: Int64, limit: Int, ackID: Int64?, user: AuthenticatedUser, for socket: ClientSession) throws(RelayError) -> HandlerResult {
         guard let store = services.store else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
         let page = store.sync(authorID: user.userID, since: since, limit: limit, on: socket.eventLoop).map { receipts -> SocketUpdate in
             guard let ackID else { return SocketUpdate() }
@@ -88,7 +88,7 @@ final class SocketReceipts {
 
     /// The store, once `count` receipts of `room` may be written: the store is enabled, the
     /// socket is in the room, and neither the connection's bound nor the user's quota is spent.
-    private func admit(count: Int, room: String, user: AuthenticatedUser, for socket: SocketSession) throws(RelayError) -> any ReceiptStore {
+    private func admit(count: Int, room: String, user: AuthenticatedUser, for socket: ClientSession) throws(RelayError) -> any ReceiptStore {
         guard let store = services.store else { throw RelayError(.storeUnavailable, "receipts are not enabled on this relay") }
         guard services.membership.isMember(room: room, connection: socket.connectionID) else { throw RelayError(.notInRoom, "join \(room) first") }
         let limits = services.settings

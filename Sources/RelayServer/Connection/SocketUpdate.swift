@@ -2,14 +2,14 @@ import NIOCore
 import RelayCore
 
 /// What a socket handler gives back for its event: the reply and the changes to the socket's
-/// own state. Only the socket carries them out (`SocketSession.carryOut`): a handler reads the
+/// own state. Only the socket carries them out (`ClientSession.carryOut`): a handler reads the
 /// socket (its id, loop, sid) but never writes to it or changes it.
 struct SocketUpdate: Sendable {
     /// The ack or error reply, when the event wants one.
     var reply: EngineSession.Reply?
     var changes: [SocketChange] = []
     /// When the reply's bytes leave.
-    var flush: SocketSession.Flush = .now
+    var flush: ClientSession.Flush = .now
     /// Run once the reply is written: a committed receipt is forwarded after its ack.
     var afterReply: (@Sendable () -> Void)? = nil
 }

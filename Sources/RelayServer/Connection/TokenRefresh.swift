@@ -8,7 +8,7 @@ import RelayCore
 struct TokenRefresh {
     let services: EventServices
     /// The socket refreshed, read for its id, loop and partition.
-    let socket: SocketSession
+    let socket: ClientSession
 
     /// Verifies `token`; on success the socket's user, rooms and expiry become the new token's.
     func refresh(with token: String, ackID: Int64?, current: AuthenticatedUser) -> HandlerResult {

@@ -5,7 +5,7 @@ import RelayCore
 
 /// Engine.IO v4 HTTP long-polling: `GET`/`POST /socket.io/?EIO=4&transport=polling[&sid=…]`.
 ///
-/// The handshake (`GET` without `sid`) opens a `SocketSession` on the request's loop with a
+/// The handshake (`GET` without `sid`) opens a `ClientSession` on the request's loop with a
 /// `PollingTransport` and answers the open packet; later requests hop to the session's loop: a
 /// `GET` takes (or waits for) what the session sent, a `POST` carries packets joined by `\x1e`.
 /// Browsers get CORS answers for the origins the Origin policy admits.
@@ -140,7 +140,7 @@ struct PollingEndpoint {
             return loop.makeSucceededFuture(.error(.serviceUnavailable, code: "too_many_connections", message: "connection limit reached"))
         }
         let info = HandshakeInfo(remoteIP: ip, queryToken: query["token"], bearerToken: BearerToken.from(request.head.headers))
-        let session = SocketSession(relay: relay, handshake: info, transport: .polling, eventLoop: loop)
+        let session = ClientSession(relay: relay, handshake: info, transport: .polling, eventLoop: loop)
         let c = relay.configuration
         let transport = PollingTransport(
             eventLoop: loop, softLimitBytes: c.connections.outboundSoftLimitBytes, hardLimitBytes: c.connections.outboundHardLimitBytes,

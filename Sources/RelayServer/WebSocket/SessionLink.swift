@@ -5,11 +5,11 @@ import RelayCore
 /// socket that opened its own session), or by hopping to the session's loop (a socket that
 /// upgrades a long-polling session accepted on another loop).
 enum SessionLink {
-    case local(SocketSession, transport: ObjectIdentifier)
+    case local(ClientSession, transport: ObjectIdentifier)
     case remote(PollingRegistry.Handle, transport: ObjectIdentifier)
 
     /// The session, when it lives on the caller's loop.
-    var local: SocketSession? {
+    var local: ClientSession? {
         if case .local(let session, _) = self { return session }
         return nil
     }

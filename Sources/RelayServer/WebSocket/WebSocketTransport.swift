@@ -8,7 +8,7 @@ import RelayLocks
 /// An Engine.IO session's WebSocket: frames in, frames out, nothing of the protocol.
 ///
 /// `WebSocketMessageReader` turns frames into whole messages (masking, fragments, UTF-8,
-/// permessage-deflate, size caps) and hands them to the `SocketSession`; packets the session
+/// permessage-deflate, size caps) and hands them to the `ClientSession`; packets the session
 /// sends are framed (compressed once per fan-out when negotiated) and written through a bounded
 /// `OutboundQueue` whenever the socket is not writable. Until CONNECT succeeds, a small
 /// pre-authentication limit applies to frames (at their header, in the codec) and messages.
@@ -80,7 +80,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
     deinit { LiveObjects.released(.webSocketTransport) }
 
     /// The session of a socket that opened one itself (tests, admin).
-    var session: SocketSession? { link?.local }
+    var session: ClientSession? { link?.local }
 
     // MARK: Lifecycle
 
@@ -96,7 +96,7 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         case .upgrade(let polling)?:
             link = SessionLink.probe(polling, transport: self, transportLoop: context.eventLoop)
         case .session(let handshake)?:
-            let session = SocketSession(relay: relay, handshake: handshake.info, transport: .websocket, eventLoop: context.eventLoop)
+            let session = ClientSession(relay: relay, handshake: handshake.info, transport: .websocket, eventLoop: context.eventLoop)
             link = .local(session, transport: ObjectIdentifier(self))
             session.start(on: self)
         case nil:

@@ -14,7 +14,7 @@ import RelayCore
 /// It lives on one event loop, its *home*: the loop of the WebSocket that opened it, or of the
 /// long-polling handshake. Every method is called there. The transport (`SessionTransport`)
 /// is a WebSocket or the polling buffer, and changes once when a polling session upgrades.
-final class SocketSession: ConnectionSink {
+final class ClientSession: ConnectionSink {
     /// How far the session is in ending.
     private enum Lifecycle {
         case open
@@ -453,7 +453,7 @@ final class SocketSession: ConnectionSink {
     }
 }
 
-extension SocketSession: SessionTimerOwner {
+extension ClientSession: SessionTimerOwner {
     /// The session's timer passed (`armTimer`): the heartbeat, pong, CONNECT, upgrade or token
     /// deadline it was set for. A callback replaced or cancelled after NIO took it out of its
     /// queue does nothing.
