@@ -155,4 +155,36 @@ final class LiveLocationSharesTests: XCTestCase {
         let (_, duration) = try EventValidator.shareLive(["room": "r", "durationSec": .int(EventValidator.maxLiveShareSeconds)])
         XCTAssertEqual(start(&s, "r", "alice", c1, seconds: duration, now: 0), 8 * 3600 * 1000)
     }
+
+    /// The per-connection index stays right when a user's share in a room moves to another of
+    /// their connections: the old connection's close no longer ends it, the new one's does, and
+    /// each connection's limit counts only the shares it holds.
+    func testAShareMovedToAnotherConnectionBelongsToIt() throws {
+        var s = LiveLocationShares(maxSharesPerConnection: 2)
+        _ = start(&s, "r", "alice", c1, seconds: 60, now: 0)
+        _ = start(&s, "r", "alice", c2, seconds: 60, now: 1_000)
+        XCTAssertEqual(s.count, 1)
+        XCTAssertEqual(s.connectionClosed(c1), [], "the share is c2's now")
+        assertUpdateAllowed(s, "r", "alice", now: 2_000)
+        // c1 holds none, so it may start two.
+        _ = start(&s, "a", "alice", c1, seconds: 60, now: 2_000)
+        _ = start(&s, "b", "alice", c1, seconds: 60, now: 2_000)
+        XCTAssertThrowsError(try s.start(room: "c", user: "alice", connection: c1, durationSec: 60, now: 2_000))
+        XCTAssertEqual(s.connectionLeft(c1, room: "a"), [Key(room: "a", user: "alice")])
+        XCTAssertEqual(s.connectionClosed(c2), [Key(room: "r", user: "alice")])
+        XCTAssertEqual(s.connectionClosed(c1), [Key(room: "b", user: "alice")])
+        XCTAssertEqual(s.count, 0)
+        XCTAssertNil(s.nextDeadline)
+    }
+
+    /// A disconnect ends only its own shares among many (and finds them without the others).
+    func testClosingOneConnectionAmongManyEndsOnlyItsShares() {
+        var s = LiveLocationShares(maxSharesPerConnection: 16)
+        for n in 0..<1_000 { _ = start(&s, "room\(n)", "u\(n)", ConnectionID(UInt64(10 + n)), seconds: 60, now: 0) }
+        _ = start(&s, "mine", "alice", c1, seconds: 60, now: 0)
+        XCTAssertEqual(s.connectionClosed(c1), [Key(room: "mine", user: "alice")])
+        XCTAssertEqual(s.count, 1_000)
+        XCTAssertEqual(s.expire(now: 60_000).count, 1_000)
+        XCTAssertEqual(s.connectionClosed(ConnectionID(10)), [], "expired shares left the index too")
+    }
 }

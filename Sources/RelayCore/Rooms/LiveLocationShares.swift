@@ -18,6 +18,9 @@ public struct LiveLocationShares: Sendable {
     }
 
     private var shares: [Key: Share] = [:]
+    /// Each connection's shares (at most `maxSharesPerConnection`): a disconnect, a room left or
+    /// a new share looks at the connection's few keys, not at every share on the node.
+    private var byConnection: [ConnectionID: [Key]] = [:]
     public var maxSharesPerConnection: Int
 
     public init(maxSharesPerConnection: Int) {
@@ -31,10 +34,14 @@ public struct LiveLocationShares: Sendable {
     public mutating func start(room: String, user: String, connection: ConnectionID, durationSec: Int64, now: Int64) throws(RelayError) -> Int64 {
         let key = Key(room: room, user: user)
         // Expired shares not yet collected by `expire(now:)` do not count against the limit.
-        if shares[key] == nil, shares.values.filter({ $0.connection == connection && $0.expiresAt > now }).count >= maxSharesPerConnection {
+        let live = byConnection[connection, default: []].count { shares[$0].map { $0.expiresAt > now } ?? false }
+        if shares[key] == nil, live >= maxSharesPerConnection {
             throw RelayError(.rateLimited, "too many live shares on this connection")
         }
         let expires = now + durationSec * 1000
+        // The same user's share in the room may move to another of their connections.
+        if let old = shares[key], old.connection != connection { unindex(key, from: old.connection) }
+        if shares[key]?.connection != connection { byConnection[connection, default: []].append(key) }
         shares[key] = Share(expiresAt: expires, connection: connection)
         return expires
     }
@@ -47,28 +54,42 @@ public struct LiveLocationShares: Sendable {
     /// Ends a share; `false` if there was none.
     @discardableResult
     public mutating func stop(room: String, user: String) -> Bool {
-        shares.removeValue(forKey: Key(room: room, user: user)) != nil
+        remove(Key(room: room, user: user))
     }
 
     /// Ends and returns the shares a connection started (it disconnected), sorted.
     public mutating func connectionClosed(_ connection: ConnectionID) -> [Key] {
-        let keys = shares.filter { $0.value.connection == connection }.map(\.key).sorted()
+        guard let keys = byConnection.removeValue(forKey: connection) else { return [] }
         for k in keys { shares.removeValue(forKey: k) }
-        return keys
+        return keys.sorted()
     }
 
     /// Ends and returns the share of `connection` in `room`, if any (it left the room).
     public mutating func connectionLeft(_ connection: ConnectionID, room: String) -> [Key] {
-        let keys = shares.filter { $0.key.room == room && $0.value.connection == connection }.map(\.key).sorted()
-        for k in keys { shares.removeValue(forKey: k) }
+        let keys = (byConnection[connection] ?? []).filter { $0.room == room }.sorted()
+        for k in keys { remove(k) }
         return keys
     }
 
     /// Ends and returns the shares whose time is up, sorted.
     public mutating func expire(now: Int64) -> [Key] {
         let keys = shares.filter { $0.value.expiresAt <= now }.map(\.key).sorted()
-        for k in keys { shares.removeValue(forKey: k) }
+        for k in keys { remove(k) }
         return keys
+    }
+
+    /// Removes one share and its index entry; `false` if there was none.
+    @discardableResult
+    private mutating func remove(_ key: Key) -> Bool {
+        guard let share = shares.removeValue(forKey: key) else { return false }
+        unindex(key, from: share.connection)
+        return true
+    }
+
+    private mutating func unindex(_ key: Key, from connection: ConnectionID) {
+        guard var keys = byConnection[connection] else { return }
+        keys.removeAll { $0 == key }
+        byConnection[connection] = keys.isEmpty ? nil : keys
     }
 
     public var nextDeadline: Int64? { shares.values.map(\.expiresAt).min() }
