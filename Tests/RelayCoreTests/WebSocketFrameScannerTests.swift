@@ -52,4 +52,31 @@ final class WebSocketFrameScannerTests: XCTestCase {
         var small = WebSocketFrameScanner(limit: -5)
         XCTAssertEqual(small.scan(header(1)), .tooLarge(declared: 1))
     }
+
+    /// The peer's close frame is seen once it is whole, however the bytes are split, and only a
+    /// close frame (opcode 8) counts — not one whose payload merely contains a close header.
+    func testAWholeCloseFrameIsSeen() {
+        let close = header(2, opcode: 0x8) + [0x03, 0xE8]
+        var whole = WebSocketFrameScanner(limit: .max)
+        XCTAssertEqual(whole.scan(header(3) + [1, 2, 3]), .ok)
+        XCTAssertFalse(whole.sawClose)
+        _ = whole.scan(close)
+        XCTAssertTrue(whole.sawClose)
+
+        var split = WebSocketFrameScanner(limit: .max)
+        for byte in close.dropLast() { _ = split.scan([byte]) }
+        XCTAssertFalse(split.sawClose, "its payload is not all there")
+        _ = split.scan([close.last ?? 0])
+        XCTAssertTrue(split.sawClose)
+
+        var empty = WebSocketFrameScanner(limit: .max)
+        _ = empty.scan(header(0, opcode: 0x8))
+        XCTAssertTrue(empty.sawClose, "a close frame without a body")
+
+        var inside = WebSocketFrameScanner(limit: .max)
+        _ = inside.scan(header(UInt64(close.count), opcode: 0x2) + close)
+        XCTAssertFalse(inside.sawClose, "a close header inside a binary payload is payload")
+        _ = inside.scan(header(1, opcode: 0x9) + [0])
+        XCTAssertFalse(inside.sawClose, "a ping is not a close")
+    }
 }

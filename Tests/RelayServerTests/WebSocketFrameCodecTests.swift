@@ -286,4 +286,70 @@ final class WebSocketFrameCodecTests: XCTestCase {
         var data = try XCTUnwrap(close).data
         XCTAssertEqual(data.readInteger(as: UInt16.self), CloseCode.messageTooBig)
     }
+
+    /// The relay's close (RFC 6455 §7.1.1): its close frame, then no FIN until the peer's close
+    /// frame comes — a client that sees FIN right behind the close frame may report the
+    /// connection gone before the frames ahead of it — then the connection closes at once. A
+    /// peer that never answers is closed at the 2 s deadline; one whose close frame came first
+    /// is closed as soon as the relay's is written.
+    func testTheRelaysCloseWaitsForThePeersCloseFrame() throws {
+        for split in [false, true] {
+            let harness = Harness()
+            let channel = try upgraded(harness)
+            try write(channel, frame(Array("40{\"token\":\"alice\"}".utf8)))
+            _ = try outbound(channel)
+            try write(channel, frame([UInt8(ascii: "4"), UInt8(ascii: "2"), 0xFF]))
+            XCTAssertEqual(try closeCode(channel), CloseCode.invalidPayloadData)
+            XCTAssertTrue(channel.isActive, "open until the peer's close frame")
+            let answer = frame([0x03, 0xEF], opcode: 0x8)
+            if split {
+                try write(channel, Array(answer.prefix(3)))
+                channel.embeddedEventLoop.run()
+                XCTAssertTrue(channel.isActive, "half a close frame is not one")
+                try write(channel, Array(answer.dropFirst(3)))
+            } else {
+                try write(channel, answer)
+            }
+            channel.embeddedEventLoop.run()
+            XCTAssertFalse(channel.isActive, "closed once the peer's close frame came")
+        }
+    }
+
+    func testAPeerThatNeverAnswersIsClosedAtTheDeadline() throws {
+        let harness = Harness()
+        let channel = try upgraded(harness)
+        try write(channel, frame([UInt8(ascii: "4"), UInt8(ascii: "2"), 0xFF]))
+        XCTAssertEqual(try closeCode(channel), CloseCode.invalidPayloadData)
+        // Frames that are not a close frame do not end the wait.
+        try write(channel, frame(Array("2".utf8)) + frame([1], opcode: 0x9))
+        harness.advance(ms: 1_999)
+        XCTAssertTrue(channel.isActive)
+        harness.advance(ms: 1)
+        XCTAssertFalse(channel.isActive, "the 2 s deadline")
+    }
+
+    func testAPeerThatClosedFirstIsClosedOnceTheRelaysCloseFrameIsOut() throws {
+        let harness = Harness()
+        let channel = try upgraded(harness)
+        try write(channel, frame([0x03, 0xE8], opcode: 0x8))
+        XCTAssertEqual(try closeCode(channel), 1000, "the relay answers with the peer's code")
+        XCTAssertFalse(channel.isActive, "the handshake is complete")
+    }
+
+    /// After a broken frame (one that declares more than the limit) the relay's close frame goes
+    /// out and what the peer still sends is dropped, never raised as an error that would close
+    /// the connection with input unread (a reset, which loses the close frame in the peer's
+    /// kernel); the deadline ends it.
+    func testInputAfterABrokenFrameIsDroppedUntilTheDeadline() throws {
+        let harness = Harness()
+        let channel = try upgraded(harness)
+        let header: [UInt8] = [0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0x0F, 0x42, 0x40, 7, 1, 9, 3]
+        try write(channel, header + Array(repeating: 0x41, count: 2_000))
+        XCTAssertEqual(try closeCode(channel), CloseCode.messageTooBig)
+        for _ in 0..<10 { try write(channel, Array(repeating: 0x41, count: 4_000)) }
+        channel.embeddedEventLoop.run()
+        XCTAssertTrue(channel.isActive, "no close on the bytes that follow")
+        harness.advance(ms: 2_000)
+        XCTAssertFalse(channel.isActive, "the 2 s deadline")
+    }
 }

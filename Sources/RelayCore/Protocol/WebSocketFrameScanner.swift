@@ -20,6 +20,11 @@ public struct WebSocketFrameScanner: Sendable {
     private var header: [UInt8] = []
     /// Payload bytes still to skip before the next header starts.
     private var remaining: UInt64 = 0
+    /// The frame being skipped is a close frame (opcode 8).
+    private var inClose = false
+    /// A whole close frame went by: the peer's side of the closing handshake (RFC 6455 §7.1.2)
+    /// is done, and the relay may close the connection.
+    public private(set) var sawClose = false
 
     public init(limit: Int) {
         self.limit = UInt64(clamping: max(0, limit))
@@ -36,15 +41,18 @@ public struct WebSocketFrameScanner: Sendable {
                 remaining -= skip
                 // `skip` ≤ available, which came from an Int distance: it fits in Int.
                 index = bytes.index(index, offsetBy: Int(skip))
+                if remaining == 0, inClose { sawClose = true }
                 continue
             }
             header.append(bytes[index])
             index = bytes.index(after: index)
             guard let needed = Self.headerLength(header), header.count == needed else { continue }
             let length = Self.payloadLength(header)
+            inClose = header[0] & 0x0F == 0x8
             header.removeAll(keepingCapacity: true)
             if length > limit { return .tooLarge(declared: length) }
             remaining = length
+            if length == 0, inClose { sawClose = true }
         }
         return .ok
     }

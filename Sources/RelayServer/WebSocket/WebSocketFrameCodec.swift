@@ -42,8 +42,10 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
         /// `allowance` bytes (its own close frame, what was in flight); past it the relay stops
         /// reading until the close deadline. A peer that floods after the close cannot keep the
         /// loop reading, and is not reset either: a reset would make its kernel drop the close
-        /// frame (and its code) still waiting in its receive buffer.
-        case discarding(allowance: Int)
+        /// frame (and its code) still waiting in its receive buffer. `following`: the frames are
+        /// still followed for the peer's close frame — not after a broken frame, whose stream
+        /// cannot be followed (the peer's FIN or the deadline ends it then).
+        case discarding(allowance: Int, following: Bool)
         /// Past the allowance after the close: nothing more is read.
         case held
         /// The decoder threw. (Boxed: an error existential would take 40 bytes in every
@@ -67,6 +69,8 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
     /// Frames are being handed on: a read meanwhile waits in `pending` for the loop.
     private var decoding = false
     private var state = State.reading
+    /// `PeerClosed` was raised.
+    private var toldPeerClosed = false
 
     /// Bytes already consumed at the front of `pending` beyond which they are dropped before
     /// more are appended.
@@ -93,14 +97,16 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
             break
         case .refused, .held:
             return
-        case .discarding(let allowance):
+        case .discarding(let allowance, let following):
             let left = allowance - bytes.readableBytes
             guard left >= 0 else {
                 state = .held
                 try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
                 return
             }
-            state = .discarding(allowance: left)
+            state = .discarding(allowance: left, following: following)
+            // Followed, not decoded: only the peer's close frame matters now.
+            if following { followAfterClose(bytes, context: context) }
             return
         case .failed(let error):
             context.fireErrorCaught(ByteToMessageDecoderError.dataReceivedInErrorState(error, bytes))
@@ -109,6 +115,11 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
         // Every byte is checked once, as it arrives, before any frame is cut from it.
         guard bytes.withUnsafeReadableBytes({ validator.scan($0) }) == .ok else {
             state = .refused
+            // Nothing more is decoded, but the frames are still followed (the scanner stays in
+            // step with the stream), so the peer's answer to the relay's close is seen.
+            limitScanner.limit = .max
+            if let rest = pending { _ = limitScanner.scan(rest.readableBytesView) }
+            _ = limitScanner.scan(bytes.readableBytesView)
             pending = nil
             context.fireErrorCaught(InvalidText())
             return
@@ -122,11 +133,50 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
     /// The relay closed the WebSocket (its close frame is written): from now on input is dropped
     /// without decoding, and past `allowance` bytes of it nothing more is read (the transport's
     /// close deadline ends the connection).
+    /// The frames are still followed (not decoded), so the peer's close frame is seen: the
+    /// transport closes the connection then (`PeerClosed`, or `peerHasClosed` when it came first).
     func discardInput(allowance: Int) {
-        guard case .reading = state else { return }
+        switch state {
+        case .reading, .refused: break
+        case .failed:
+            // A broken frame: the rest is dropped unfollowed, and never raised as an error (which
+            // would close the connection with input unread: a reset).
+            pending = nil
+            state = .discarding(allowance: allowance, following: false)
+            return
+        case .discarding, .held: return
+        }
+        // The scanner follows every byte from here on, whatever a frame declares.
+        limitScanner.limit = .max
+        state = .discarding(allowance: allowance, following: true)
+        // While frames are handed on, `decodeFrames` follows the rest of its read and then what
+        // waits here, in stream order.
+        guard !decoding, let rest = pending else { return }
+        _ = limitScanner.scan(rest.readableBytesView)
         pending = nil
-        state = .discarding(allowance: allowance)
     }
+
+    /// Bytes read after the relay's close frame: only followed, for the peer's close frame.
+    private func followAfterClose(_ bytes: ByteBuffer, context: ChannelHandlerContext) {
+        _ = limitScanner.scan(bytes.readableBytesView)
+        if let rest = pending { _ = limitScanner.scan(rest.readableBytesView) }
+        pending = nil
+        tellIfPeerClosed(context: context)
+    }
+
+    /// Once, after the relay's close: the peer's close frame came (`PeerClosed`).
+    private func tellIfPeerClosed(context: ChannelHandlerContext) {
+        guard limitScanner.sawClose, !toldPeerClosed else { return }
+        toldPeerClosed = true
+        context.fireUserInboundEventTriggered(PeerClosed())
+    }
+
+    /// The peer's close frame has come (decoded before the relay closed, or followed after).
+    var peerHasClosed: Bool { limitScanner.sawClose }
+
+    /// Raised into the pipeline once the peer's close frame comes after the relay's: the
+    /// closing handshake is complete.
+    struct PeerClosed {}
 
     /// Past the allowance after the close: the peer's bytes wait in its kernel's buffers.
     var holdsInput: Bool {
@@ -170,7 +220,12 @@ final class WebSocketFrameCodec: ChannelDuplexHandler {
                 context.fireErrorCaught(error)
                 return
             }
-            guard case .reading = state else { return }
+            guard case .reading = state else {
+                // The relay closed while frames were handed on: the rest of this read is
+                // followed, not decoded, so the scanner stays in step for the peer's close frame.
+                if case .discarding = state { followAfterClose(buffer, context: context) }
+                return
+            }
             // Reads that came in while frames were handed on follow what is left of this one.
             guard var more = pending else { break }
             pending = nil

@@ -57,6 +57,9 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         case open
         /// The relay's close frame is on its way: nothing more is read or sent.
         case closing
+        /// The relay's close frame is written: the connection closes when the peer's close frame
+        /// comes (the closing handshake, RFC 6455 §7.1.1), when the peer goes, or at the deadline.
+        case closeSent
         /// The channel is gone and the session told.
         case tornDown
     }
@@ -327,21 +330,38 @@ final class WebSocketTransport: ChannelInboundHandler, SessionTransport {
         // peer that keeps sending is cut off (the codec drops the bytes undecoded).
         codec?.discardInput(allowance: Self.discardAfterClose)
         try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
-        // A stalled reader may never take the close frame: do not wait for it for long.
+        // A stalled reader may never take the close frame, nor a peer answer it: do not wait
+        // for either for long.
         let deadline = context.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+        let me = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data))).whenComplete { result in
             guard case .success = result else {
                 deadline.cancel()
                 channel.close(promise: nil)
                 return
             }
-            // Half-close: the close frame, then FIN; the peer closes its side (or the deadline
-            // does). Where half-closure is not supported (TLS), close at once.
-            channel.close(mode: .output).whenFailure { _ in
-                deadline.cancel()
-                channel.close(promise: nil)
-            }
+            // No FIN yet: a client that saw FIN right behind the close frame may report the
+            // connection gone before the frames ahead of it (socket.io-client-swift's Starscream
+            // did, losing `auth:expired`). The peer answers with its close frame and the relay
+            // closes then, as RFC 6455 §7.1.1 has it; one whose close frame came first is closed
+            // now.
+            me.value.closeFrameWritten(channel: channel, deadline: deadline)
         }
+    }
+
+    private func closeFrameWritten(channel: any Channel, deadline: Scheduled<Void>) {
+        guard ending == .closing else { return }
+        ending = .closeSent
+        if codec?.peerHasClosed ?? true {
+            deadline.cancel()
+            channel.close(promise: nil)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is WebSocketFrameCodec.PeerClosed else { return context.fireUserInboundEventTriggered(event) }
+        // The closing handshake is complete once the relay's own close frame is out.
+        if ending == .closeSent { context.close(promise: nil) }
     }
 }
 
