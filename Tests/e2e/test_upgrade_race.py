@@ -145,6 +145,12 @@ async def test_packets_sent_on_the_websocket_wait_for_the_late_connect(relay):
             await asyncio.wait_for(held, TIMEOUT)
             await c.ws.send("5")
             await c.ws.send('421["room:join",{"room":"conversation:race"}]')
+            # The relay has read both once it answers a ping sent after them on the same socket
+            # (pings are answered, not held): only then does the late CONNECT go, so the event
+            # really waits for it (else the POST may overtake the WebSocket and the CONNECT be
+            # answered before the event arrives).
+            await c.ws.send("2sync")
+            assert await c.recv_packet() == "3sync"
             assert await c.post("40" + json.dumps({"token": mint_token("ordered")})) == (200, "ok")
             answers = sorted([await c.recv_packet(), await c.recv_packet()])
             assert answers[0].startswith("40{"), answers

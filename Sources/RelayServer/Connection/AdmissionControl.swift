@@ -4,13 +4,24 @@ import RelayCore
 import RelayLocks
 
 /// Counts open TCP connections, in total and per client IP, and rate-limits failed
-/// authentications per IP. Touched once per connect/disconnect, never per event.
+/// authentications. Touched once per connect/disconnect, never per event.
+///
+/// Failed authentications are counted per *client* — its address and the token it offers — so
+/// that a phone retrying a bad token spends only its own budget, not that of the other phones
+/// behind the same NAT, whose valid tokens are still checked (#42). Many different bad tokens
+/// from one address spend a budget of the address's, ten times the client's.
 public final class AdmissionControl: Sendable {
     private struct State {
         var total = 0
         var perIP: [String: Int] = [:]
-        var authFailures: KeyedRateLimiter
+        /// Keyed by address and the token's hash (`clientKey`).
+        var clientFailures: KeyedRateLimiter
+        /// Keyed by address.
+        var addressFailures: KeyedRateLimiter
     }
+
+    /// How many times a client's failed-authentication budget one address may spend.
+    public static let addressBudgetFactor = 10.0
 
     public let maxConnections: Int
     public let maxPerIP: Int
@@ -19,7 +30,8 @@ public final class AdmissionControl: Sendable {
     public init(maxConnections: Int, maxPerIP: Int, authFailures: EventRateLimiter.Budget) {
         self.maxConnections = maxConnections
         self.maxPerIP = maxPerIP
-        self.state = AuditedLock(State(authFailures: KeyedRateLimiter(budget: authFailures)))
+        let address = EventRateLimiter.Budget(perSecond: authFailures.perSecond * Self.addressBudgetFactor, burst: authFailures.burst * Self.addressBudgetFactor)
+        self.state = AuditedLock(State(clientFailures: KeyedRateLimiter(budget: authFailures), addressFailures: KeyedRateLimiter(budget: address)))
     }
 
     /// Counts a new TCP connection; `false` if it is over a limit (it is counted anyway and
@@ -67,12 +79,23 @@ public final class AdmissionControl: Sendable {
 
     public var openConnections: Int { state.withLockedValue { $0.total } }
 
-    /// Whether `ip` may try to authenticate now.
-    public func mayAuthenticate(ip: String, now: Int64) -> Bool {
-        state.withLockedValue { $0.authFailures.isAllowed(ip, now: now) }
+    /// Whether the client at `ip` offering `token` may have it checked now.
+    public func mayAuthenticate(ip: String, token: String, now: Int64) -> Bool {
+        let client = Self.clientKey(ip: ip, token: token)
+        return state.withLockedValue { $0.clientFailures.isAllowed(client, now: now) && $0.addressFailures.isAllowed(ip, now: now) }
     }
 
-    public func recordAuthFailure(ip: String, now: Int64) {
-        state.withLockedValue { _ = $0.authFailures.record(ip, now: now) }
+    public func recordAuthFailure(ip: String, token: String, now: Int64) {
+        let client = Self.clientKey(ip: ip, token: token)
+        state.withLockedValue {
+            _ = $0.clientFailures.record(client, now: now)
+            _ = $0.addressFailures.record(ip, now: now)
+        }
+    }
+
+    /// The address and the token's hash (seeded per process, so the key keeps no secret and
+    /// cannot be aimed at from outside).
+    private static func clientKey(ip: String, token: String) -> String {
+        "\(ip) \(token.hashValue)"
     }
 }

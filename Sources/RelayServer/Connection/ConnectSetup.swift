@@ -43,7 +43,7 @@ struct ConnectSetup {
     /// session or starts a new one.
     func authenticate(_ request: ConnectRequest) {
         let now = services.clock.monotonicMs()
-        guard services.admission.mayAuthenticate(ip: socket.remoteIP, now: now) else {
+        guard services.admission.mayAuthenticate(ip: socket.remoteIP, token: request.token, now: now) else {
             services.metrics.connections.authFailure(.authRateLimited)
             services.metrics.connections.connectsRefused.increment()
             change(.refused(RelayError(.authRateLimited)))
@@ -60,7 +60,7 @@ struct ConnectSetup {
         let now = services.clock.monotonicMs()
         switch result {
         case .failure(let error):
-            services.admission.recordAuthFailure(ip: socket.remoteIP, now: now)
+            services.admission.recordAuthFailure(ip: socket.remoteIP, token: request.token, now: now)
             services.metrics.connections.authFailure(error.code)
             services.metrics.connections.connectsRefused.increment()
             services.logger.info("auth failed", metadata: ["ip": "\(socket.remoteIP)", "code": "\(error.code.rawValue)"])
