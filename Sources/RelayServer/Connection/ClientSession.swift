@@ -287,8 +287,13 @@ final class ClientSession: ConnectionSink {
                 }
             }
         }
-        // With no reply, `perform` still re-arms the timer (a refreshed token's new expiry).
-        perform(update.reply.map { session.reply($0, now: clock.monotonicMs()) } ?? [], flush: update.flush)
+        if let reply = update.reply {
+            perform(session.reply(reply, now: clock.monotonicMs()), flush: update.flush)
+        } else if update.changes.contains(where: { if case .refreshed = $0 { return true } else { return false } }) {
+            // A refreshed token without a reply: only the timer follows the new expiry. (The
+            // CONNECT's steps that write — answered, refused, released — flush themselves.)
+            perform([], flush: update.flush)
+        }
         update.afterReply?()
     }
 
