@@ -57,8 +57,8 @@ struct HubLocksScenario: ParsableCommand {
             let (room, user) = (rooms[i], users[i])
             try shard.eventLoop.submit {
                 let sink = DiscardingSink(ConnectionID(UInt64(i + 1)))
-                try hub.register(sink, sid: "s\(i)", user: user, on: shard)
-                _ = try hub.join(room: room, sink: sink, user: user, on: shard)
+                try hub.membership.register(sink, sid: "s\(i)", user: user, on: shard)
+                _ = try hub.membership.join(room: room, sink: sink, user: user, on: shard)
             }.wait()
         }
         let events = self.events, count = connections

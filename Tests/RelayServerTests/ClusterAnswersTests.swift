@@ -27,7 +27,7 @@ final class ClusterAnswersTests: XCTestCase {
     var shardB: LoopPartition { hub.partitions[1] }
 
     func connect(_ sink: RecordingSink, user: String, on shard: LoopPartition) throws {
-        try hub.register(sink, sid: "sid-\(sink.connectionID)", user: user, on: shard)
+        try hub.membership.register(sink, sid: "sid-\(sink.connectionID)", user: user, on: shard)
     }
 
     func advance(ms: Int64) {
@@ -82,7 +82,7 @@ final class ClusterAnswersTests: XCTestCase {
         try connect(bob1, user: "bob", on: shardA)
         try connect(bob2, user: "bob", on: shardB)
         for (sink, user, shard) in [(alice, "alice", shardA), (bob1, "bob", shardA), (bob2, "bob", shardB)] {
-            _ = try now(hub.join(room: "conversation:1", sink: sink, user: user, on: shard))
+            _ = try now(hub.membership.join(room: "conversation:1", sink: sink, user: user, on: shard))
         }
         XCTAssertEqual(try emit(#"{"event":"message:new","to":{"room":"conversation:1"}}"#).1, try json(#"{"recipients":3}"#))
         XCTAssertEqual(
@@ -125,8 +125,8 @@ final class ClusterAnswersTests: XCTestCase {
         let bob1 = RecordingSink(1), bob2 = RecordingSink(2)
         try connect(bob1, user: "bob", on: shardA)
         try connect(bob2, user: "bob", on: shardB)
-        _ = try now(hub.join(room: "conversation:2", sink: bob1, user: "bob", on: shardA))
-        _ = try now(hub.join(room: "conversation:1", sink: bob2, user: "bob", on: shardB))
+        _ = try now(hub.membership.join(room: "conversation:2", sink: bob1, user: "bob", on: shardA))
+        _ = try now(hub.membership.join(room: "conversation:1", sink: bob2, user: "bob", on: shardB))
         let endpoint = PresenceEndpoint(presence: hub.presence)
         func single(_ segment: String) throws -> (UInt, JSONValue) {
             let r = try now(endpoint.user(segment: Substring(segment), on: loopA))
@@ -136,12 +136,12 @@ final class ClusterAnswersTests: XCTestCase {
             try single("bob").1,
             try json(#"{"user":"bob","online":true,"devices":2,"rooms":["conversation:1","conversation:2"],"lastSeen":null}"#))
         clock.advance(ms: 5)
-        hub.unregister(bob1.connectionID, sid: "sid-1", user: "bob", on: shardA)
+        hub.membership.unregister(bob1.connectionID, sid: "sid-1", user: "bob", on: shardA)
         let seen = clock.relayClock.wallMs()
         XCTAssertEqual(
             try single("bob").1, try json(#"{"user":"bob","online":true,"devices":1,"rooms":["conversation:1"],"lastSeen":\#(seen)}"#))
         clock.advance(ms: 5)
-        hub.unregister(bob2.connectionID, sid: "sid-2", user: "bob", on: shardB)
+        hub.membership.unregister(bob2.connectionID, sid: "sid-2", user: "bob", on: shardB)
         let last = clock.relayClock.wallMs()
         XCTAssertEqual(try single("bob").1, try json(#"{"user":"bob","online":false,"devices":0,"rooms":[],"lastSeen":\#(last)}"#))
         XCTAssertEqual(try single("nobody").1, try json(#"{"user":"nobody","online":false,"devices":0,"rooms":[],"lastSeen":null}"#))
@@ -156,7 +156,7 @@ final class ClusterAnswersTests: XCTestCase {
         let bob = RecordingSink(1), carol = RecordingSink(2)
         try connect(bob, user: "bob", on: shardA)
         try connect(carol, user: "carol", on: shardB)
-        hub.unregister(carol.connectionID, sid: "sid-2", user: "carol", on: shardB)
+        hub.membership.unregister(carol.connectionID, sid: "sid-2", user: "carol", on: shardB)
         let seen = clock.relayClock.wallMs()
         let endpoint = PresenceEndpoint(presence: hub.presence)
         func batch(_ body: String) throws -> (UInt, JSONValue) {
@@ -223,12 +223,12 @@ final class ClusterAnswersTests: XCTestCase {
         let alice = RecordingSink(1), bob = RecordingSink(2)
         try connect(alice, user: "alice", on: shardA)
         try connect(bob, user: "bob", on: shardB)
-        _ = try now(hub.join(room: "conversation:1", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.membership.join(room: "conversation:1", sink: alice, user: "alice", on: shardA))
         loopB.run()
         for i in 0..<3 {
             _ = try emit(#"{"event":"room:counter","to":{"room":"conversation:1"},"data":{"n":\#(i)},"coalesce":{"key":"c","windowMs":50}}"#)
         }
-        _ = try now(hub.join(room: "conversation:1", sink: bob, user: "bob", on: shardB))
+        _ = try now(hub.membership.join(room: "conversation:1", sink: bob, user: "bob", on: shardB))
         // Recoverable events (bob's presence:join) reach every loop through its task queue.
         loopA.run()
         loopB.run()

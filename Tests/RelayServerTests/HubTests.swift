@@ -61,7 +61,7 @@ final class HubTests: XCTestCase {
     var shardB: LoopPartition { hub.partitions[1] }
 
     func connect(_ sink: RecordingSink, user: String, on shard: LoopPartition) throws {
-        try hub.register(sink, sid: "sid-\(sink.connectionID)", user: user, on: shard)
+        try hub.membership.register(sink, sid: "sid-\(sink.connectionID)", user: user, on: shard)
     }
 
     /// A non-recoverable event (no history here) runs inline on the caller's loop, but only once
@@ -74,10 +74,10 @@ final class HubTests: XCTestCase {
         let shardA = hub.partitions[0], shardB = hub.partitions[1]
         let alice = ProbeSink(1) { shardB.pendingDeliveries }
         let bob = RecordingSink(2)
-        try hub.register(alice, sid: "sid-1", user: "alice", on: shardA)
-        try hub.register(bob, sid: "sid-2", user: "bob", on: shardB)
-        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
-        _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardB))
+        try hub.membership.register(alice, sid: "sid-1", user: "alice", on: shardA)
+        try hub.membership.register(bob, sid: "sid-2", user: "bob", on: shardB)
+        _ = try now(hub.membership.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.membership.join(room: "r", sink: bob, user: "bob", on: shardB))
         loopA.run()
         loopB.run()
         alice.seen.removeAll()
@@ -95,9 +95,9 @@ final class HubTests: XCTestCase {
         try connect(alice, user: "alice", on: shardA)
         try connect(bob, user: "bob", on: shardB)
         try connect(carol, user: "carol", on: shardB)
-        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
-        _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardB))
-        _ = try now(hub.join(room: "r", sink: carol, user: "carol", on: shardB))
+        _ = try now(hub.membership.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.membership.join(room: "r", sink: bob, user: "bob", on: shardB))
+        _ = try now(hub.membership.join(room: "r", sink: carol, user: "carol", on: shardB))
         loopB.run()
         bob.received.removeAll()
         carol.received.removeAll()
@@ -117,17 +117,17 @@ final class HubTests: XCTestCase {
         try connect(alice, user: "alice", on: shardA)
         try connect(bob1, user: "bob", on: shardA)
         try connect(bob2, user: "bob", on: shardB)
-        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
-        _ = try now(hub.join(room: "r", sink: bob1, user: "bob", on: shardA))
-        let presence = try now(hub.join(room: "r", sink: bob2, user: "bob", on: shardB))
+        _ = try now(hub.membership.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.membership.join(room: "r", sink: bob1, user: "bob", on: shardA))
+        let presence = try now(hub.membership.join(room: "r", sink: bob2, user: "bob", on: shardB))
         XCTAssertEqual(presence, [PresenceEntry(user: "alice", devices: 1), PresenceEntry(user: "bob", devices: 2)])
         loopA.run()
         loopB.run()
         XCTAssertEqual(alice.received.filter { $0.contains("presence:join") }.count, 1, "bob's second device is not a new presence")
 
-        XCTAssertTrue(hub.leave(room: "r", connection: bob1.connectionID, on: shardA))
+        XCTAssertTrue(hub.membership.leave(room: "r", connection: bob1.connectionID, on: shardA))
         XCTAssertEqual(alice.received.filter { $0.contains("presence:leave") }.count, 0)
-        hub.unregister(bob2.connectionID, sid: "sid-2", user: "bob", on: shardB)
+        hub.membership.unregister(bob2.connectionID, sid: "sid-2", user: "bob", on: shardB)
         loopA.run()
         XCTAssertEqual(alice.received.filter { $0.contains("presence:leave") }.count, 1)
         XCTAssertEqual(hub.rooms.presence(room: "r"), [PresenceEntry(user: "alice", devices: 1)])
@@ -150,8 +150,8 @@ final class HubTests: XCTestCase {
         try connect(author1, user: "alice", on: shardA)
         try connect(author2, user: "alice", on: shardB)
         try connect(reader, user: "bob", on: shardA)
-        _ = try now(hub.join(room: "r", sink: author1, user: "alice", on: shardA))
-        _ = try now(hub.join(room: "r", sink: reader, user: "bob", on: shardA))
+        _ = try now(hub.membership.join(room: "r", sink: author1, user: "alice", on: shardA))
+        _ = try now(hub.membership.join(room: "r", sink: reader, user: "bob", on: shardA))
         loopA.run()
         loopB.run()
         for s in [author1, author2, reader] { s.received.removeAll() }
@@ -168,8 +168,8 @@ final class HubTests: XCTestCase {
         let alice = RecordingSink(1), bob = RecordingSink(2)
         try connect(alice, user: "alice", on: shardA)
         try connect(bob, user: "bob", on: shardA)
-        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
-        _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardA))
+        _ = try now(hub.membership.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.membership.join(room: "r", sink: bob, user: "bob", on: shardA))
         loopA.run()
         bob.received.removeAll()
         hub.typing.change(true, room: "r", user: "alice", connection: alice.connectionID)
@@ -199,8 +199,8 @@ final class HubTests: XCTestCase {
         let alice = RecordingSink(1), bob = RecordingSink(2)
         try connect(alice, user: "alice", on: shardA)
         try connect(bob, user: "bob", on: shardA)
-        _ = try now(hub.join(room: "r", sink: alice, user: "alice", on: shardA))
-        _ = try now(hub.join(room: "r", sink: bob, user: "bob", on: shardA))
+        _ = try now(hub.membership.join(room: "r", sink: alice, user: "alice", on: shardA))
+        _ = try now(hub.membership.join(room: "r", sink: bob, user: "bob", on: shardA))
         try hub.locations.start(room: "r", user: "alice", connection: alice.connectionID, durationSec: 2)
         XCTAssertNoThrow(try hub.locations.check(room: "r", user: "alice"))
         loopA.run()
@@ -217,8 +217,8 @@ final class HubTests: XCTestCase {
         var limited = c
         limited.connections.maxConnectionsPerUser = 1
         let hub = Hub(eventLoops: [loopA], configuration: limited, clock: clock.relayClock)
-        try hub.register(RecordingSink(1), sid: "a", user: "u", on: hub.partitions[0])
-        XCTAssertThrowsError(try hub.register(RecordingSink(2), sid: "b", user: "u", on: hub.partitions[0])) { error in
+        try hub.membership.register(RecordingSink(1), sid: "a", user: "u", on: hub.partitions[0])
+        XCTAssertThrowsError(try hub.membership.register(RecordingSink(2), sid: "b", user: "u", on: hub.partitions[0])) { error in
             XCTAssertEqual((error as? RelayError)?.code, .tooManyConnections)
         }
     }

@@ -25,11 +25,11 @@ final class LockStripeTests: XCTestCase {
     }
 
     func connect(_ hub: Hub, _ sink: RecordingSink, user: String, loop: Int = 0) throws {
-        try hub.register(sink, sid: "sid-\(sink.connectionID)", user: user, on: hub.partitions[loop])
+        try hub.membership.register(sink, sid: "sid-\(sink.connectionID)", user: user, on: hub.partitions[loop])
     }
 
     func join(_ hub: Hub, _ room: String, _ sink: RecordingSink, user: String, loop: Int = 0) throws {
-        _ = try now(hub.join(room: room, sink: sink, user: user, on: hub.partitions[loop]))
+        _ = try now(hub.membership.join(room: room, sink: sink, user: user, on: hub.partitions[loop]))
     }
 
     /// Room names that land on at least `count` different room shards.
@@ -91,7 +91,7 @@ final class LockStripeTests: XCTestCase {
         loopB.run()
         bob.received.removeAll()
         XCTAssertEqual(hub.rooms.roomCount, 20)
-        hub.unregister(alice.connectionID, sid: "sid-1", user: "alice", on: hub.partitions[0])
+        hub.membership.unregister(alice.connectionID, sid: "sid-1", user: "alice", on: hub.partitions[0])
         loopA.run()
         loopB.run()
         XCTAssertEqual(hub.rooms.roomCount, 20, "bob is still in each")
@@ -99,7 +99,7 @@ final class LockStripeTests: XCTestCase {
         for room in rooms { XCTAssertEqual(hub.rooms.presence(room: room), [PresenceEntry(user: "bob", devices: 1)]) }
         let leaves = bob.received.filter { $0.hasPrefix(#"42["presence:leave""#) }
         XCTAssertEqual(leaves.count, 20, "one presence:leave per room")
-        hub.unregister(bob.connectionID, sid: "sid-2", user: "bob", on: hub.partitions[1])
+        hub.membership.unregister(bob.connectionID, sid: "sid-2", user: "bob", on: hub.partitions[1])
         XCTAssertEqual(hub.rooms.roomCount, 0)
         XCTAssertEqual(hub.rooms.roomSizes(), RoomSizeHistogram())
         XCTAssertEqual(hub.connectionCount, 0)
@@ -154,7 +154,7 @@ final class LockStripeTests: XCTestCase {
         XCTAssertEqual(order, rooms.sorted())
         // Disconnecting stops alice's typing in every shard's window.
         bob.received.removeAll()
-        hub.unregister(alice.connectionID, sid: "sid-1", user: "alice", on: hub.partitions[0])
+        hub.membership.unregister(alice.connectionID, sid: "sid-1", user: "alice", on: hub.partitions[0])
         clock.advance(ms: 100)
         loopA.advanceTime(by: .milliseconds(100))
         XCTAssertEqual(bob.received.filter { $0.hasPrefix(#"42["typing:stop""#) }.count, 8)
@@ -166,7 +166,7 @@ final class LockStripeTests: XCTestCase {
         XCTAssertEqual(hub.connectionCount, 3)
         XCTAssertEqual(hub.registry.userCount, 3)
         XCTAssertThrowsError(try connect(hub, RecordingSink(4), user: "user-4")) { XCTAssertEqual(($0 as? RelayError)?.code, .tooManyConnections) }
-        hub.unregister(ConnectionID(2), sid: "sid-2", user: "user-2", on: hub.partitions[0])
+        hub.membership.unregister(ConnectionID(2), sid: "sid-2", user: "user-2", on: hub.partitions[0])
         XCTAssertEqual(hub.connectionCount, 2)
         // Refused for its user (one device each): the place it reserved is given back.
         for id in 5...9 {
@@ -178,8 +178,8 @@ final class LockStripeTests: XCTestCase {
         try connect(hub, RecordingSink(10), user: "user-4")
         XCTAssertEqual(hub.connectionCount, 3)
         // Unregistering a connection twice (or one never registered) frees nothing more.
-        hub.unregister(ConnectionID(2), sid: "sid-2", user: "user-2", on: hub.partitions[0])
-        hub.unregister(ConnectionID(99), sid: "sid-99", user: "user-99", on: hub.partitions[0])
+        hub.membership.unregister(ConnectionID(2), sid: "sid-2", user: "user-2", on: hub.partitions[0])
+        hub.membership.unregister(ConnectionID(99), sid: "sid-99", user: "user-99", on: hub.partitions[0])
         XCTAssertEqual(hub.connectionCount, 3)
         XCTAssertThrowsError(try connect(hub, RecordingSink(11), user: "user-5"))
     }

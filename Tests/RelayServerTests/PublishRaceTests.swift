@@ -32,14 +32,14 @@ final class PublishRaceTests: XCTestCase {
         let broker = InterleavingBroker(MemoryBroker(limits: c.recovery.historyLimits, wallMs: { 1_700_000_000_000 }))
         let hub = Hub(eventLoops: [loopA, loopB], configuration: c, broker: broker)
         let bob = RecordingSink(1), amy = RecordingSink(2)
-        try hub.register(bob, sid: "s1", user: "bob", on: hub.partitions[0])
-        try hub.register(amy, sid: "s2", user: "amy", on: hub.partitions[1])
-        _ = try hub.join(room: "r", sink: bob, user: "bob", on: hub.partitions[0])
+        try hub.membership.register(bob, sid: "s1", user: "bob", on: hub.partitions[0])
+        try hub.membership.register(amy, sid: "s2", user: "amy", on: hub.partitions[1])
+        _ = try hub.membership.join(room: "r", sink: bob, user: "bob", on: hub.partitions[0])
         loopA.run()
         // Amy's socket (on loop B) joins after the publish read the room's loops (only A) and
         // reads the history before the event is appended: she must get it live.
         broker.beforeAppend = {
-            _ = try? hub.join(room: "r", sink: amy, user: "amy", on: hub.partitions[1])
+            _ = try? hub.membership.join(room: "r", sink: amy, user: "amy", on: hub.partitions[1])
             let page = try? broker.history(of: .room("r"), after: .zero, limit: 10, maxBytes: 1 << 20, on: loopB).wait().get()
             let ticks = page?.entries.filter { String(buffer: $0.item.packet).contains("chat:tick") }
             XCTAssertEqual(ticks?.count, 0, "appended after her read")

@@ -3,7 +3,7 @@ import NIOCore
 import RelayBackends
 import RelayCore
 
-/// One client socket as the hub sees it, whatever carries it: a thin driver of its
+/// One client's session as the hub sees it, whatever carries it: a thin driver of its
 /// `EngineSession` (RelayCore) — feeds it packets and time, carries out its actions — with the
 /// transport and probe it writes to and one timer. What the actions ask for is done by types of
 /// their own, given the services they use: CONNECT and recovery (`ConnectSetup`, its state in

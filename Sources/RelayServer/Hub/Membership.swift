@@ -80,11 +80,3 @@ public final class Membership: Sendable {
         rooms.rooms(of: id)
     }
 }
-
-/// The node's services that only sockets use, made by the hub next to the shared ones.
-struct NodeSocketServices: Sendable {
-    let membership: Membership
-    let typing: TypingService
-    let locations: LiveLocationService
-    let handover: RecoveryHandover
-}
