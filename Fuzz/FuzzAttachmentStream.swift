@@ -5,7 +5,7 @@
 // Input: byte 0 chooses the session:
 //   bit 0     the transport: WebSocket (1) or long-polling (0)
 //   bit 1     the harness sends `40` and completes the login before the first message
-//   bit 2     logins fail (CONNECT_ERROR, then 4003) instead of succeeding
+//   bit 2     logins fail (CONNECT_ERROR; the session stays open, the third closes 4003)
 //   bits 4-7  `maxAttachments` (0…15)
 // Byte 1: `maxEventBytes` is 32 << (bits 0-2) (32 B … 4 KiB); bits 3-4 choose `maxPayload`:
 // 1 000 000, 64, 256 or 1024 (the assembler holds min(maxPayload, maxEventBytes)).
@@ -22,17 +22,19 @@
 // Checks, for every message:
 // 1. No trap, whatever the bytes.
 // 2. Before CONNECT (no user, not closed): a binary header (`45…`/`46…`) is refused at its
-//    header — exactly a `.send` of a `44{…}` CONNECT_ERROR, then `.close(code: 4003, …)` — and
-//    so is every attachment (polling or WebSocket): no attachment is ever assembled for a
-//    client that has not logged in. No `.handle` before CONNECT.
+//    header — exactly a `.send` of a `44{…}` CONNECT_ERROR, followed by `.close(code: 4003, …)`
+//    exactly when it is the session's `maxConnectRefusals`th refusal — and every attachment
+//    (polling or WebSocket) is skipped (those its refused header announced) or refused the
+//    same way: no attachment is ever assembled for a client that has not logged in. No
+//    `.handle` before CONNECT.
 // 3. After CONNECT: a `.handle` that a binary packet produced (it came on an attachment, or on
 //    a `45<0>-` header) is a packet whose recipient cost — its canonical header text (with the
 //    `4`) plus, per attachment, 2 + the length of its base64 — is at most `maxEventBytes`; its
 //    attachments are exactly the ones fed since its header, in order, as many as the header
 //    announced, and at most `maxAttachments`. A `42` event never carries attachments.
 // 4. `.close` at most once, last in its list; no action at all after it. Every `.send` is an
-//    Engine.IO packet (`0`…`6`); a CONNECT_ERROR to the main namespace (`44{…}`) is always
-//    followed by 4003.
+//    Engine.IO packet (`0`…`6`); a CONNECT_ERROR to the main namespace (`44{…}`) is last, or
+//    followed only by 4003; no more than `maxConnectRefusals` of them in a session.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
@@ -55,6 +57,8 @@ private struct AttachmentHarness {
 
     var session: EngineSession
     var closes = 0
+    /// CONNECT_ERRORs to the main namespace so far.
+    var refusals = 0
     /// The last Engine.IO message fed after CONNECT (a binary packet's header, if it is one),
     /// and the attachments fed since (nil: one whose base64 is invalid).
     var header: ArraySlice<UInt8>?
@@ -142,18 +146,21 @@ private struct AttachmentHarness {
             return
         }
         guard connected else {
-            guard isConnectRefusal(actions) else { fail("attachment \(fuzzShow(message)) before CONNECT gave \(actions)") }
+            // Skipped (the attachment of a refused header) or refused; never assembled.
+            guard actions.isEmpty || isConnectRefusal(actions) else { fail("attachment \(fuzzShow(message)) before CONNECT gave \(actions)") }
+            check(actions, message: message, binaryHeader: nil, attachments: [])
             return
         }
         fed.append(bytes)
         check(actions, message: message, binaryHeader: header.map(Array.init), attachments: fed)
     }
 
-    /// `.send(44{…})` then `.close(4003, …)`, and the session is closed.
+    /// `.send(44{…})`, then `.close(4003, …)` and the session closed exactly when it was the
+    /// session's last refusal; else the session awaits another CONNECT.
     func isConnectRefusal(_ actions: [EngineSession.Action]) -> Bool {
-        guard actions.count == 2, case .send(let out) = actions[0], out.starts(with: "44{".utf8),
-            case .close(CloseCode.authenticationFailed, _) = actions[1], session.isClosed
-        else { return false }
+        guard let first = actions.first, case .send(let out) = first, out.starts(with: "44{".utf8) else { return false }
+        if actions.count == 1 { return session.phase == .awaitingConnect && refusals + 1 < session.configuration.maxConnectRefusals }
+        guard actions.count == 2, case .close(CloseCode.authenticationFailed, _) = actions[1], session.isClosed else { return false }
         return true
     }
 
@@ -163,7 +170,7 @@ private struct AttachmentHarness {
         let answer = session.connectFinished(result, now: now)
         if refuseLogin {
             guard isConnectRefusal(answer) else { fail("refused login gave \(answer)") }
-            closes += 1
+            check(answer, message: [][...], binaryHeader: nil, attachments: [])
         } else {
             guard answer.count == 2, answer[0] == .limits(session.limits), !session.limits.preAuthentication,
                 case .send(let out) = answer[1], out.starts(with: "40".utf8), session.user == user
@@ -183,8 +190,12 @@ private struct AttachmentHarness {
                     fail("not an Engine.IO packet: \(fuzzShow(out))")
                 }
                 if out.starts(with: "44{".utf8) {
-                    guard index + 1 < actions.count, case .close(CloseCode.authenticationFailed, _) = actions[index + 1] else {
-                        fail("CONNECT_ERROR without 4003: \(actions)")
+                    refusals += 1
+                    guard refusals <= session.configuration.maxConnectRefusals else { fail("refusal \(refusals) left the session open") }
+                    if index + 1 < actions.count {
+                        guard case .close(CloseCode.authenticationFailed, _) = actions[index + 1] else { fail("CONNECT_ERROR followed by \(actions)") }
+                    } else {
+                        guard !session.isClosed, refusals < session.configuration.maxConnectRefusals else { fail("refusal \(refusals) without its close: \(actions)") }
                     }
                 }
             case .close(let code, let reason):

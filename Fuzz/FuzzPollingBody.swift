@@ -6,7 +6,7 @@
 //   bit 0     the harness sends `40` and completes the login before the first body (connected)
 //   bit 1     a pending login completes right after the packet that asked for it (else only
 //             after the rest of its body, as the server's asynchronous verification does)
-//   bit 2     the login fails (CONNECT_ERROR, then 4003) instead of succeeding
+//   bit 2     the login fails (CONNECT_ERROR; the session stays open, the third closes 4003)
 //   bits 3-4  the packet budget's refill: 0, 125, 250 or 1000 packets/s
 //   bits 5-6  its burst: 20, 1, 5 or 64 packets
 //   bit 7     `inbound.maxPingBytes` 6 instead of 64
@@ -33,7 +33,8 @@
 //    (including a CONNECT answer it asked for) is at most 1024 + 4 × its size (an error reply
 //    may echo a refused event name, JSON-escaped), so the total is at most the sum of that over
 //    the accepted packets.
-// 6. `.authenticate` again only after a `.leave` (a `41`), never while one is pending; `.leave`
+// 6. `.authenticate` again only after a `.leave` (a `41`) or a refusal (`44{…}`, which leaves
+//    the session open but for the `maxConnectRefusals`th), never while one is pending; `.leave`
 //    only while connected; `.handle` only while connected, with the connected user; no
 //    probe or upgrade action (no WebSocket is involved).
 
@@ -73,6 +74,8 @@ private struct PollingHarness {
     var closes = 0
     var authenticates = 0
     var leaves = 0
+    /// CONNECT_ERRORs to the main namespace so far.
+    var refusals = 0
     var pendingLogin = false
 
     init(input: [UInt8]) {
@@ -180,6 +183,7 @@ private struct PollingHarness {
                     fail("not an Engine.IO packet: \(fuzzShow(out))")
                 }
                 bytes += out.count
+                if out.starts(with: "44{".utf8) { refusals += 1 }
             case .close(let code, let reason):
                 closes += 1
                 guard closes == 1, index == actions.count - 1, session.phase == .closed else {
@@ -190,7 +194,7 @@ private struct PollingHarness {
                 }
             case .authenticate:
                 authenticates += 1
-                guard authenticates <= leaves + 1, !pendingLogin, session.phase == .authenticating else {
+                guard authenticates <= leaves + refusals + 1, !pendingLogin, session.phase == .authenticating else {
                     fail("authenticate again without a 41, or in phase \(session.phase)")
                 }
                 pendingLogin = true
@@ -235,11 +239,18 @@ private struct PollingHarness {
             return 0
         }
         if refuseLogin {
-            guard actions.count == 2, case .send(let out) = actions[0], out.starts(with: "44".utf8),
-                case .close(CloseCode.authenticationFailed, _) = actions[1], session.phase == .closed
-            else { fail("refused login gave \(actions)") }
-            closes += 1
-            guard closes == 1 else { fail("a second close: \(actions)") }
+            guard let first = actions.first, case .send(let out) = first, out.starts(with: "44{".utf8) else { fail("refused login gave \(actions)") }
+            refusals += 1
+            let last = refusals >= session.configuration.maxConnectRefusals
+            if last {
+                guard actions.count == 2, case .close(CloseCode.authenticationFailed, _) = actions[1], session.phase == .closed else {
+                    fail("refusal \(refusals) gave \(actions)")
+                }
+                closes += 1
+                guard closes == 1 else { fail("a second close: \(actions)") }
+            } else {
+                guard actions.count == 1, session.phase == .awaitingConnect else { fail("refusal \(refusals) gave \(actions), phase \(session.phase)") }
+            }
             return out.count
         }
         // The limits of the connected state first (to every transport), then the answer.

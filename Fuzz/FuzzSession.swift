@@ -17,7 +17,9 @@
 // - `.close` is returned at most once over the session's life; once closed, every input
 //   returns no action and `nextDeadline` is nil.
 // - `.handle` only while connected, with the connected user; `.authenticate` never while one is
-//   pending, and again only after a `.leave` (a `41`) or never; `.leave` only while connected.
+//   pending, and again only after a `.leave` (a `41`) or a refusal (`44{…}`, which leaves the
+//   session open but for the `maxConnectRefusals`th) or never; `.leave` only while connected;
+//   at most `maxConnectRefusals` refusals in a session, the last followed by 4003.
 // - Every `.send` (and a binary reply's header) is a non-empty Engine.IO packet whose first
 //   byte is a packet type 0–6.
 // - `nextDeadline`, when set, is never in the past after a `tick` at that time.
@@ -44,6 +46,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var closes = 0
     var authenticates = 0
     var leaves = 0
+    var refusals = 0
     var authenticating = false
     var connectedBefore = false
     // What the transports were told of the limits in force (a new session starts pre-login).
@@ -60,13 +63,18 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 guard let type = packet.first, (UInt8(ascii: "0")...UInt8(ascii: "6")).contains(type) else {
                     fatalError("not an Engine.IO packet: \(packet)")
                 }
+                if packet.starts(with: "44{".utf8) {
+                    refusals += 1
+                    if refusals > c.maxConnectRefusals { fatalError("refusal \(refusals) left the session open") }
+                    if refusals == c.maxConnectRefusals, !session.isClosed { fatalError("the last refusal without its close") }
+                }
             case .handle(_, _, let who):
                 guard session.user == who, who == user else { fatalError("handle without the connected user") }
             case .authenticate:
                 if authenticating { fatalError("authenticate while one is pending") }
                 authenticates += 1
                 authenticating = true
-                if authenticates > leaves + 1 { fatalError("authenticate again without a 41") }
+                if authenticates > leaves + refusals + 1 { fatalError("authenticate again without a 41 or a refusal") }
             case .leave:
                 if !connectedBefore { fatalError("leave without a connected socket") }
                 leaves += 1

@@ -11,5 +11,5 @@ extension SessionConfiguration {
             inbound: .init(
                 packets: .init(perSecond: 250, burst: 500), bytes: .init(perSecond: 1_048_576, burst: 4_194_304),
                 eventBytes: .init(perSecond: 262_144, burst: 524_288))),
-        tokens: .init(leewayMs: 30_000, expiryNoticeMs: 60_000), maxRoomsInConnect: 100)
+        tokens: .init(leewayMs: 30_000, expiryNoticeMs: 60_000), maxRoomsInConnect: 100, maxConnectRefusals: 3)
 }

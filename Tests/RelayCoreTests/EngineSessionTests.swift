@@ -93,8 +93,8 @@ final class EngineSessionTests: XCTestCase {
         _ = r.start(now: 0)
         _ = receive(&r, "40{\"token\":\"t\"}")
         let refused = r.connectFinished(.failure(RelayError(.tokenExpired)), now: 5)
-        XCTAssertEqual(texts(refused), ["44{\"message\":\"token has expired\",\"data\":{\"code\":\"token_expired\"}}"])
-        XCTAssertEqual(refused.last, .close(code: CloseCode.authenticationFailed, reason: "token_expired"))
+        XCTAssertEqual(refused, [.send(Array("44{\"message\":\"token has expired\",\"data\":{\"code\":\"token_expired\"}}".utf8))])
+        XCTAssertEqual(r.phase, .awaitingConnect, "the session stays open for another CONNECT")
     }
 
     func testOtherNamespacesAreRefusedWithoutClosing() {
@@ -263,7 +263,9 @@ final class EngineSessionConnectRequestTests: XCTestCase {
         var s = EngineSession(configuration: SessionConfiguration.testing, transport: .websocket, engineSID: "E", socketSID: "S", now: 0)
         _ = s.start(now: 0)
         let actions = s.receive(ArraySlice("40{\"token\":\"t\",\"rooms\":\"a\"}".utf8), from: .websocket, now: 1, wallMs: 1)
-        XCTAssertEqual(actions.count, 2)
-        XCTAssertEqual(actions.last, .close(code: CloseCode.authenticationFailed, reason: "invalid_payload"))
+        XCTAssertEqual(actions.count, 1)
+        guard case .send(let refusal) = actions.first else { return XCTFail("\(actions)") }
+        XCTAssertTrue(String(decoding: refusal, as: UTF8.self).contains("invalid_payload"), "\(actions)")
+        XCTAssertEqual(s.phase, .awaitingConnect)
     }
 }

@@ -45,10 +45,10 @@ final class SessionLifecycleTests: XCTestCase {
 
     func testEveryStateNamesItsDeadlineAndLimits() {
         var s = makeSession()
-        XCTAssertEqual(s.lifecycle, .awaitingConnect(deadline: 10_000, left: false))
+        XCTAssertEqual(s.lifecycle, .awaitingConnect(deadline: 10_000, left: false, refusals: 0))
         XCTAssertEqual(s.limits, preAuth)
         _ = receive(&s, "40{\"token\":\"t\"}", at: 5)
-        XCTAssertEqual(s.lifecycle, .verifying(left: false))
+        XCTAssertEqual(s.lifecycle, .verifying(left: false, refusals: 0))
         XCTAssertEqual(s.limits, preAuth, "still unauthenticated while the token is verified")
         let done = s.connectFinished(.success(ConnectAnswer(user: alice)), now: 6)
         XCTAssertEqual(done.first, .limits(loggedIn), "the transports are told before the answer goes out")
@@ -62,7 +62,7 @@ final class SessionLifecycleTests: XCTestCase {
         var s = makeSession()
         _ = connect(&s, at: 1)
         XCTAssertEqual(receive(&s, "41", at: 100), [.leave, .limits(preAuth)])
-        XCTAssertEqual(s.lifecycle, .awaitingConnect(deadline: 10_100, left: true))
+        XCTAssertEqual(s.lifecycle, .awaitingConnect(deadline: 10_100, left: true, refusals: 0))
         XCTAssertEqual(s.limits, preAuth)
         XCTAssertNil(s.user, "no identity after 41")
         XCTAssertEqual(s.nextDeadline, 10_100)

@@ -112,8 +112,13 @@ final class SessionLimitsTests: XCTestCase {
                 XCTAssertEqual(texts(actions).count, 1, "\(actions)")
                 XCTAssertTrue(texts(actions).first?.hasPrefix("44{") == true, "\(actions)")
                 XCTAssertTrue(texts(actions).first?.contains("not_connected") == true, "\(actions)")
-                XCTAssertEqual(actions.last, .close(code: CloseCode.authenticationFailed, reason: "not_connected"))
-                XCTAssertEqual(s.receiveBinary([1, 2, 3], from: transport, now: 0, wallMs: 0), [], "nothing is assembled")
+                XCTAssertEqual(s.phase, .awaitingConnect, "a refusal leaves the session open")
+                // Its attachment is skipped: not assembled, and no second refusal.
+                XCTAssertEqual(s.receiveBinary([1, 2, 3], from: transport, now: 0, wallMs: 0), [])
+                // One more is a binary message no header announced: refused.
+                let stray = texts(s.receiveBinary([1, 2, 3], from: transport, now: 0, wallMs: 0))
+                XCTAssertEqual(stray.count, 1)
+                XCTAssertTrue(stray.first?.contains("invalid_packet") == true, "\(stray)")
             }
         }
     }

@@ -114,10 +114,11 @@ final class PollingLimitsTests: XCTestCase {
         // at once.
         XCTAssertEqual(LiveObjects.count(.session) - sessionsBefore, 160)
         h.advance(ms: 10_001)
-        // Left: the 40 that never sent CONNECT (timed out now, their close owed for 10 s more)
-        // and bob's 20 (his later sessions were over his connection limit, refused and gone).
-        XCTAssertEqual(LiveObjects.count(.session) - sessionsBefore, 60, "refused, flooded and closed sessions are gone after 10 s")
-        // Connect timeout, ping timeout, the 10 s a refusal waits for its GET.
+        // Left: bob's 20 connected sessions; the 40 that never sent CONNECT and the 60 refused
+        // (a refusal leaves the session open for another CONNECT, with a new deadline: bob's
+        // later 20 were over his connection limit) timed out now, their close owed 10 s more.
+        XCTAssertEqual(LiveObjects.count(.session) - sessionsBefore, 120, "flooded and closed sessions are gone after 10 s")
+        // Connect timeout, ping timeout, the 10 s a close waits for its GET.
         for _ in 0..<12 { h.advance(ms: 10_000) }
         XCTAssertEqual(h.relay.pollingSessions.count, 0)
         XCTAssertEqual(LiveObjects.count(.session), sessionsBefore)

@@ -29,7 +29,7 @@ final class WebSocketTransportTests: XCTestCase {
         XCTAssertEqual(h.relay.hub.connectionCount, 1)
     }
 
-    func testBadTokenGetsConnectErrorThenClose4003() throws {
+    func testBadTokenGetsConnectErrorAndTheSessionStaysOpen() throws {
         let h = Harness()
         let s = try h.session()
         _ = try s.texts()
@@ -37,9 +37,25 @@ final class WebSocketTransportTests: XCTestCase {
         let frames = try s.frames()
         let text = frames.filter { $0.opcode == .text }.map { String(buffer: $0.data) }
         XCTAssertEqual(text, ["44{\"message\":\"token signature is invalid\",\"data\":{\"code\":\"token_bad_signature\"}}"])
+        XCTAssertNil(frames.first { $0.opcode == .connectionClose }, "open for another CONNECT")
+        XCTAssertEqual(h.relay.hub.connectionCount, 0)
+        // Another CONNECT on the same session, with a token that works.
+        let reply = try s.connect("alice")
+        XCTAssertNotNil(try JSONParser.parse(String(reply.dropFirst(2)))["sid"]?.stringValue)
+        XCTAssertEqual(h.relay.hub.connectionCount, 1)
+    }
+
+    func testTheLastRefusalOfASessionCloses4003() throws {
+        let h = Harness { $0.engine.maxConnectRefusals = 2 }
+        let s = try h.session()
+        _ = try s.texts()
+        try s.send("40{\"token\":\"nope\"}")
+        XCTAssertNil(try s.frames().first { $0.opcode == .connectionClose })
+        try s.send("40{\"token\":\"nope\"}")
+        let frames = try s.frames()
+        XCTAssertEqual(frames.filter { $0.opcode == .text }.count, 1, "the refusal, then the close")
         var close = try XCTUnwrap(frames.first { $0.opcode == .connectionClose }).data
         XCTAssertEqual(close.readInteger(as: UInt16.self), CloseCode.authenticationFailed)
-        XCTAssertEqual(h.relay.hub.connectionCount, 0)
     }
 
     func testOtherNamespaceIsRefused() throws {

@@ -26,5 +26,5 @@ extension SessionConfiguration {
         maxPayload: 1_000_000, maxConnectPayload: 16_384, maxEventBytes: 64 * 1024, customEventsEnabled: true,
         maxAttachments: SocketPacket.defaultMaxAttachments,
         budgets: .init(events: .init(perSecond: 50, burst: 100), perClass: [:], errorReplies: .init(perSecond: 5, burst: 20), inbound: .testing),
-        tokens: .init(leewayMs: 30_000, expiryNoticeMs: 60_000), maxRoomsInConnect: 100)
+        tokens: .init(leewayMs: 30_000, expiryNoticeMs: 60_000), maxRoomsInConnect: 100, maxConnectRefusals: 3)
 }

@@ -362,6 +362,17 @@ class RawSocket:
         except ConnectionClosed as exc:
             return (exc.rcvd.code if exc.rcvd is not None else None), messages
 
+    async def still_open(self) -> bool:
+        """Whether the Engine.IO session still answers: a client ping (`2open`, Engine.IO v3
+        style, which Relay echoes) gets `3open`. What came before the echo is skipped."""
+        try:
+            await self.send("2open")
+            while (await self.recv()) != "3open":
+                pass
+            return True
+        except ConnectionClosed:
+            return False
+
     async def close(self) -> None:
         try:
             await asyncio.wait_for(self.ws.close(), TIMEOUT)
@@ -379,14 +390,18 @@ def parse_connect_error(packet: str) -> tuple[str, dict]:
     return namespace, json.loads(rest)
 
 
-async def refused_code(relay, token: str | None, **open_kwargs) -> tuple[str, int | None]:
-    """Connects with `token` on a raw socket; returns the CONNECT_ERROR code and the close code."""
+async def refused_code(relay, token: str | None, **open_kwargs) -> tuple[str, str | int | None]:
+    """Connects with `token` on a raw socket; returns the CONNECT_ERROR code and `"open"` when
+    the Engine.IO session stayed open for another CONNECT (as it does after a refusal, below
+    `connect-refusals`), else the close code."""
     sock = await RawSocket.open(relay, **open_kwargs)
     try:
         reply = await sock.connect(token)
         namespace, payload = parse_connect_error(reply)
         assert namespace == "/"
         assert isinstance(payload.get("message"), str) and payload["message"], payload
+        if await sock.still_open():
+            return payload["data"]["code"], "open"
         code, _ = await sock.wait_closed()
         return payload["data"]["code"], code
     finally:

@@ -720,12 +720,13 @@ def polling_flood_body(kind: str, state: str, limit: int = MAX_CONNECT_PAYLOAD -
 def expect_flood_answers(kind: str, state: str, messages: list[str | bytes], elapsed: float, context) -> None:
     """What a flooder may read before the end: pongs for pings (no more than the budget let
     through), nothing for noops and binary acks, the not_connected refusal for binary events
-    before CONNECT."""
+    before CONNECT (one per refused header, up to `--connect-refusals`)."""
     if kind == "ping":
         assert all(m == "3" for m in messages), (context, messages[:5])
         assert len(messages) <= PACKET_BURST + PACKETS_PER_SECOND * elapsed + 5, (context, len(messages), elapsed)
     elif kind == "binary" and state == BEFORE:
-        assert len(messages) == 1 and connect_error_code(messages[0]) == "not_connected", (context, messages[:3])
+        # Each header refuses the CONNECT (its attachment skipped); the third closes 4003.
+        assert len(messages) == 3 and all(connect_error_code(m) == "not_connected" for m in messages), (context, messages[:4])
     else:
         assert messages == [], (context, messages[:5])
 
@@ -786,8 +787,9 @@ def test_packet_flood(start_relay, transport, state, kind):
     packets; polling: 65 POSTs of 16,383 bytes = 532,415 packets, never polling). Each is closed
     with 1008 once past its burst of 500 packets (WebSocket: a close frame 1008; polling: POSTs
     after it get 400 `Session ID unknown`, the POST that broke it 400 `Bad request`, the next GET
-    400), except binary events before CONNECT, refused at their header (`44` not_connected,
-    4003: the next GET gets the refusal, then `1`). Bound: RSS +20 MiB for the 26 clients (the issue measured +165 MB per polling
+    400), except binary events before CONNECT, refused at their header (`44` not_connected, a
+    refused CONNECT, their attachments skipped; the third refusal, `--connect-refusals`, closes
+    4003: the next GET gets the three refusals, then `1`). Bound: RSS +20 MiB for the 26 clients (the issue measured +165 MB per polling
     session before the budget)."""
     relay = start_relay()
 
@@ -896,11 +898,11 @@ def test_oversized_message(start_relay, transport, state, kind):
                 assert (await ws.recv()).startswith("40{"), i
             else:
                 # A binary frame of exactly the limit passes the size check and is refused for
-                # what it is (an attachment without a header, before CONNECT): 4003, not 1009.
+                # what it is (an attachment without a header, before CONNECT): a refused
+                # CONNECT, not 1009.
                 ws.send(b"\0" * limit)
-                code, messages = await ws.wait_close()
-                assert code == 4003 and len(messages) == 1 and connect_error_code(messages[0]) == "invalid_packet", \
-                    (i, code, messages)
+                refusal = await ws.recv()
+                assert connect_error_code(refusal) == "invalid_packet", (i, refusal)
             ws.abort()
         else:
             await ws.connect_ok(mint_token(user))
@@ -941,8 +943,8 @@ def test_oversized_message(start_relay, transport, state, kind):
         if state == BEFORE and kind == "text":
             assert packets[0].startswith("40{"), (i, packets)
         elif state == BEFORE:
-            # A binary event before CONNECT: refused at its header (row 4).
-            assert connect_error_code(packets[0]) == "not_connected" and packets[-1] == "1", (i, packets)
+            # A binary event before CONNECT: refused at its header, its attachment skipped (row 4).
+            assert len(packets) == 1 and connect_error_code(packets[0]) == "not_connected", (i, packets)
         else:
             assert_refused(ack_of(packets[0], 7), "payload_too_large", (i, packets[:2]))
 
@@ -1020,27 +1022,33 @@ def test_polling_second_post_while_one_is_in_flight(start_relay, state):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_binary_packet_before_connect(start_relay, transport):
     """Row 4 — `451-["chat:x",{"room":…,"f":{"_placeholder":true,"num":0}}]` and an 8 KB
-    attachment before CONNECT on `transport`: refused at the header with CONNECT_ERROR
-    `44{"message":…,"data":{"code":"not_connected"}}` and 4003 (WebSocket: the close frame,
-    nothing else; polling: the GET gets `44{…}` then `1`, the one after 400); the attachment is
-    never assembled. 26 clients at once. Bound: RSS +16 MiB."""
+    attachment before CONNECT on `transport`, three times: each header is refused with
+    CONNECT_ERROR `44{"message":…,"data":{"code":"not_connected"}}` (a refused CONNECT: the
+    session stays open), its attachment is skipped (never assembled, no second refusal), and the
+    third refusal (`--connect-refusals`, 3) closes 4003 (WebSocket: the close frame, nothing
+    else; polling: the GET gets the three `44{…}` then `1`, the one after 400). 26 clients at
+    once. Bound: RSS +16 MiB."""
     relay = start_relay()
     header = binary_event("chat:x", {"room": ROOM, "f": PLACEHOLDER}, 1)
     attachment = bytes(range(256)) * 32
 
     async def ws_client(i):
         ws = await RawWS.open(relay)
-        ws.send(header)
-        ws.send(attachment)
+        for _ in range(3):
+            ws.send(header)
+            ws.send(attachment)
         code, messages = await ws.wait_close()
         ws.abort()
-        assert code == 4003 and len(messages) == 1 and connect_error_code(messages[0]) == "not_connected", (i, code, messages)
+        assert code == 4003 and len(messages) == 3, (i, code, messages)
+        assert all(connect_error_code(m) == "not_connected" for m in messages), (i, messages)
 
     async def polling_client(s, i):
         p = await Poller(s, relay).open()
-        assert await p.send(header, attachment) == (200, "ok")
+        for _ in range(3):  # one POST each: three would pass the pre-CONNECT body limit
+            assert await p.send(header, attachment) == (200, "ok")
         packets = await p.packets()
-        assert len(packets) == 2 and connect_error_code(packets[0]) == "not_connected" and packets[1] == "1", (i, packets)
+        assert len(packets) == 4 and packets[3] == "1", (i, packets)
+        assert all(connect_error_code(m) == "not_connected" for m in packets[:3]), (i, packets)
         status, text = await p.get()
         assert status == 400 and json.loads(text) == SESSION_UNKNOWN, (status, text)
 
@@ -1275,7 +1283,9 @@ UNKNOWN = json.dumps(SESSION_UNKNOWN, separators=(",", ":"))
 BAD = json.dumps(BAD_REQUEST, separators=(",", ":"))
 ABANDON_ENDINGS = {
     ("ws", "no_connect"): ({"closed 4001", "dropped"}, set()),
-    ("ws", "bad_token"): ({"token_bad_signature 4003", "auth_rate_limited 4003"}, {"no answer 4001"}),
+    # Refused (`44`), the session stays open for another CONNECT; abandoned, the connect timeout
+    # ends it.
+    ("ws", "bad_token"): ({"token_bad_signature 4001", "auth_rate_limited 4001"}, {"no answer 4001"}),
     ("ws", "flood"): ({"closed 1008"}, {"closed 4001"}),
     ("ws", "clean_close"): ({"closed 1000"}, {"closed 4001 before the CONNECT answer"}),
     ("polling", "no_connect"): ({"abandoned"}, set()),
@@ -1340,7 +1350,7 @@ def test_abandoned_sessions_leak_nothing(start_relay):
     time, both transports interleaved, a mix (3:3:3:1) of: no CONNECT at all (half just go
     away, half wait for the 300 ms connect timeout: 4001), a CONNECT with a token of the wrong
     signature (from another loopback address, whose failed-authentication budget it spends:
-    4003), a clean close (CONNECT, then `41`: 1000; on polling the GET reads `1`), and a flood of
+    refused with `44`, the session left open and abandoned: 4001), a clean close (CONNECT, then `41`: 1000; on polling the GET reads `1`), and a flood of
     600 packets (1008). A client later than the connect timeout on a loaded machine is closed
     by it instead (4001 / `Session ID unknown`): allowed for at most a quarter of each kind.
     After a warm-up round of 1,000 + 1,000 (which allocates the pools) and after each half of

@@ -153,18 +153,27 @@ async def test_the_clients_close_answers_the_held_get_with_a_noop(relay):
 
 
 @async_test
-async def test_a_refused_connect_is_still_owed_to_the_next_get(relay):
-    """Not in the suites, and kept: the client must hear why (else it retries the same token)."""
+async def test_a_refused_connect_reaches_the_next_get_and_the_session_stays(relay):
+    """Not in the suites, and kept: the client must hear why (else it retries the same token),
+    and the session stays open for another CONNECT, as the reference server keeps it."""
     async with session() as http:
         sid = await open_polling(http, relay)
         assert await post(http, relay, sid, "40" + json.dumps({"token": mint_token("old", ttl=-3600)})) == (200, "ok")
         packets: list[str] = []
-        while "1" not in packets and len(packets) < 10:  # the refusal may come on one GET, the close on the next
+        while not any(p.startswith("44") for p in packets) and len(packets) < 10:  # pings may come first
             status, text = await get(http, relay, sid)
             assert status == 200, (status, text, packets)
             packets += text.split(SEP)
-        assert packets[-1] == "1" and json.loads(packets[-2][2:])["data"]["code"] == "token_expired", packets
-        assert (await get(http, relay, sid))[0] == 400
+        refusals = [p for p in packets if p.startswith("44")]
+        assert len(refusals) == 1 and json.loads(refusals[0][2:])["data"]["code"] == "token_expired", packets
+        assert "1" not in packets, packets
+        assert await post(http, relay, sid, "40" + json.dumps({"token": mint_token("new")})) == (200, "ok")
+        answer: list[str] = []
+        while not any(p.startswith("40") for p in answer) and len(answer) < 10:
+            status, text = await get(http, relay, sid)
+            assert status == 200, (status, text, answer)
+            answer += text.split(SEP)
+        assert any(p.startswith("40{") for p in answer), answer
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,10 +252,20 @@ async def test_a_malformed_packet_closes_the_connection(relay, packet):
 
 
 @async_test
-async def test_an_invalid_handshake_closes(relay):
+async def test_an_invalid_handshake_is_refused_and_the_third_refusal_closes(relay):
+    """Before CONNECT a packet that does not parse refuses the CONNECT (`44{…invalid_packet}`);
+    the session stays open for another `40`, as after any refusal, until the `connect-refusals`th
+    (default 3), which closes it with 4003."""
     ws = await websocket(relay)
     await recv(ws)
+    for _ in range(2):
+        await ws.send("4abc")
+        refusal = await recv(ws)
+        assert refusal.startswith("44{") and json.loads(refusal[2:])["data"]["code"] == "invalid_packet", refusal
+        await ws.send("2open")
+        assert await recv(ws) == "3open", "still open"
     await ws.send("4abc")
+    assert (await recv(ws)).startswith("44{")
     assert await close_code(ws) == 4003
 
 

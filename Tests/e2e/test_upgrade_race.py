@@ -5,7 +5,8 @@ The Swift client sends its CONNECT (`40{auth}`) in a polling `POST` when the ses
 the WebSocket probe at the same time, and on `3probe` sends `5` as soon as its held `GET` comes
 back, without waiting for the `POST`'s answer. When that `POST` reaches the relay after the `5`,
 it must still be the session's: its CONNECT is taken and answered on the WebSocket. A refused
-CONNECT must reach the client on whichever transport it reads next.
+CONNECT must reach the client once, on whichever transport it reads next, and leave the session
+open (the client would reconnect at once, with the same payload, if it closed).
 
 These raw clients replay that order exactly (the `POST` sent only after the `5` went out), so
 the race is not left to chance. The relay runs on its default settings.
@@ -191,24 +192,45 @@ async def test_a_get_racing_the_upgrade_gets_a_noop(relay):
 
 
 @async_test
-async def test_a_connect_refused_during_the_probe_reaches_the_websocket(relay):
+async def test_a_connect_refused_during_the_probe_reaches_the_client_once(relay):
     """An expired token, refused while the WebSocket is probed (before the `5`) and after it
-    (the late POST): the client reads `44{…token_expired}` on the WebSocket, then close 4003."""
+    (the late POST). The refusal is sent once, on the session's transport: a client that sends
+    `5` (socket.io-client-swift) reads `44{…token_expired}` on the WebSocket, a client that keeps
+    polling reads it from its next GET, and neither gets a second copy. The session stays open:
+    a new CONNECT on it is answered."""
     expired = mint_token("late", ttl=-3600)
     async with aiohttp.ClientSession(trust_env=False, timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as http:
-        # During the probe: 3probe came, the CONNECT is refused before the client sends `5`.
+        # During the probe, then the `5`: the refusal moves onto the WebSocket with the upgrade.
         c = SwiftLikeClient(http, relay)
         try:
             await c.handshake()
             held = await c.probe()
             await asyncio.wait_for(held, TIMEOUT)
             assert await c.post("40" + json.dumps({"token": expired})) == (200, "ok")
+            await c.ws.send("5")
             refusal = await c.recv_packet()
             assert refusal.startswith("44{") and json.loads(refusal[2:])["data"]["code"] == "token_expired", refusal
-            assert await c.close_code() == 4003
-            # A client that kept polling instead reads it from its next GET, then the close.
+            assert await c.get() == (200, "6"), "a GET racing the upgrade gets a noop, not a second copy"
+            await c.ws.send("40" + json.dumps({"token": mint_token("late")}))
+            assert (await c.recv_packet()).startswith("40{"), "the session stayed open for another CONNECT"
+        finally:
+            await c.close()
+        # During the probe, a client that drops the probe and keeps polling (the JavaScript
+        # client when its WebSocket fails): its next GET reads the refusal, once, and the session
+        # is still its own.
+        c = SwiftLikeClient(http, relay)
+        try:
+            await c.handshake()
+            held = await c.probe()
+            await asyncio.wait_for(held, TIMEOUT)
+            assert await c.post("40" + json.dumps({"token": expired})) == (200, "ok")
+            await c.ws.close()
+            c.ws = None
             status, text = await c.get()
-            assert status == 200 and text.split(SEP)[-2:] == [refusal, "1"], (status, text)
+            assert status == 200 and text.split(SEP) == [refusal], (status, text)
+            assert await c.post("40" + json.dumps({"token": mint_token("late")})) == (200, "ok")
+            status, text = await c.get()
+            assert status == 200 and text.startswith("40{"), (status, text)
         finally:
             await c.close()
         # After the `5`: the late POST's CONNECT is refused on the WebSocket, now the transport.
@@ -221,6 +243,38 @@ async def test_a_connect_refused_during_the_probe_reaches_the_websocket(relay):
             assert await c.post("40" + json.dumps({"token": expired})) == (200, "ok")
             refusal = await c.recv_packet()
             assert json.loads(refusal[2:])["data"]["code"] == "token_expired", refusal
-            assert await c.close_code() == 4003
+            await c.ws.send("2open")
+            assert await c.recv_packet() == "3open", "once, and the session stays open"
+        finally:
+            await c.close()
+
+
+@async_test
+async def test_a_refused_swift_client_is_left_alone_until_the_connect_timeout(start_relay):
+    """socket.io-client-swift without the guide's refusal handler sends nothing after a refused
+    CONNECT and reconnects only when the connection closes. The relay sends the refusal once and
+    nothing else, keeps the session until `connect-timeout` after the refusal, then closes it
+    4001: one reconnect per timeout, not a burst."""
+    relay = start_relay("--connect-timeout", "1500")
+    async with aiohttp.ClientSession(trust_env=False, timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as http:
+        c = SwiftLikeClient(http, relay)
+        try:
+            await c.handshake()
+            held = await c.probe()
+            await asyncio.wait_for(held, TIMEOUT)
+            await c.ws.send("5")
+            assert await c.post("40" + json.dumps({"token": "not-a-jwt"})) == (200, "ok")
+            refused_at = time.monotonic()
+            refusal = await c.recv_packet()
+            assert json.loads(refusal[2:])["data"]["code"] == "token_malformed", refusal
+            read = []
+            try:
+                while True:
+                    read.append(await asyncio.wait_for(c.ws.recv(), TIMEOUT))
+            except ConnectionClosed as exc:
+                closed_after = time.monotonic() - refused_at
+                code = exc.rcvd.code if exc.rcvd is not None else None
+            assert code == 4001 and read == [], (code, read)
+            assert 1.3 <= closed_after <= 1.5 + 1.0, closed_after
         finally:
             await c.close()

@@ -266,8 +266,9 @@ public struct BinaryPacketAssembler: Sendable {
         state = count > 0 ? .skipping(remaining: count) : .idle
     }
 
-    /// After a refused `5`/`6` header whose count could be read, its attachments are skipped.
-    private mutating func skipAttachments(ofRefusedHeader data: ArraySlice<UInt8>) {
+    /// After a refused `5`/`6` header whose count could be read, its attachments are skipped
+    /// (a header refused before it was parsed, as before CONNECT, too).
+    public mutating func skipAttachments(ofRefusedHeader data: ArraySlice<UInt8>) {
         guard let first = data.first, first == UInt8(ascii: "5") || first == UInt8(ascii: "6"),
             let (count, _) = SocketPacket.attachmentPrefix(data)
         else { return }

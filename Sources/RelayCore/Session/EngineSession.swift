@@ -257,14 +257,14 @@ public struct EngineSession: Sendable {
             guard acceptsPolling(now: now) else { return [] }
         }
         guard inbound.takePacket(size: packet.count, limits: configuration.budgets.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
-        if from == .websocket, case .awaitingConnect(_, left: false) = lifecycle, upgrade.mayHoldForLateConnect(packet, now: now),
+        if from == .websocket, case .awaitingConnect(_, left: false, refusals: 0) = lifecycle, upgrade.mayHoldForLateConnect(packet, now: now),
             upgrade.holdForLateConnect(packet)
         {
             return []
         }
         // Long-polling carries a binary attachment as `b<base64>`.
         if from == .polling, packet.first == UInt8(ascii: "b") {
-            return settled(socket.receiveAttachment(inbound: &inbound, probing: upgrading, configuration, now: now, wallMs: wallMs) { assembler throws(ProtocolError) in
+            return settled(socket.receiveAttachment(inbound: &inbound, configuration, now: now, wallMs: wallMs) { assembler throws(ProtocolError) in
                 try assembler.receiveBase64(packet.dropFirst())
             })
         }
@@ -290,7 +290,7 @@ public struct EngineSession: Sendable {
         case .close:
             return close(code: CloseCode.normal, reason: "client closed")
         case .message(let payload):
-            let actions = settled(socket.receive(payload, size: packet.count, inbound: &inbound, probing: upgrading, configuration, now: now, wallMs: wallMs))
+            let actions = settled(socket.receive(payload, size: packet.count, inbound: &inbound, configuration, now: now, wallMs: wallMs))
             // A CONNECT that came late by polling (the socket no longer awaits one) goes before
             // what the WebSocket sent after it.
             guard upgrade.isHoldingForLateConnect else { return actions }
@@ -319,7 +319,7 @@ public struct EngineSession: Sendable {
             if lifecycle.isClosed { break }
             // Held only before a CONNECT was verified, so none of them is run as an event and
             // the wall clock (the `ts` of receipts) is never read.
-            actions += settled(socket.receive(packet.dropFirst(), size: packet.count, inbound: &inbound, probing: upgrading, configuration, now: now, wallMs: 0))
+            actions += settled(socket.receive(packet.dropFirst(), size: packet.count, inbound: &inbound, configuration, now: now, wallMs: 0))
         }
         return actions
     }
@@ -372,7 +372,7 @@ public struct EngineSession: Sendable {
         if lifecycle.isClosed { return [] }
         guard from == transport else { return [.abortProbe(reason: "unexpected packet on the probe")] }
         guard inbound.takePacket(size: bytes.count, limits: configuration.budgets.inbound, now: now) else { return close(code: CloseCode.policyViolation, reason: "too many packets") }
-        return settled(socket.receiveAttachment(inbound: &inbound, probing: upgrading, configuration, now: now, wallMs: wallMs) { assembler throws(ProtocolError) in
+        return settled(socket.receiveAttachment(inbound: &inbound, configuration, now: now, wallMs: wallMs) { assembler throws(ProtocolError) in
             try assembler.receiveBinary(bytes)
         })
     }
@@ -383,7 +383,7 @@ public struct EngineSession: Sendable {
     /// With `wallMs`, the token's `exp` is enforced: `auth:expiring` ahead of it, the close at
     /// `exp` + leeway.
     public mutating func connectFinished(_ result: Result<ConnectAnswer, RelayError>, now: Int64, wallMs: Int64? = nil) -> [Action] {
-        settled(socket.connectFinished(result, probing: upgrading, configuration, now: now, wallMs: wallMs))
+        settled(socket.connectFinished(result, configuration, now: now, wallMs: wallMs))
     }
 
     /// The socket proved a new token (`auth:refresh`) for the same user: its rooms and expiry

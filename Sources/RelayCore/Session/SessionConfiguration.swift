@@ -67,11 +67,14 @@ public struct SessionConfiguration: Sendable, Equatable {
     public var tokens: TokenTiming
     /// Rooms a CONNECT may name (`rooms` in its auth).
     public var maxRoomsInConnect: Int
+    /// Refused CONNECTs a session may have: each refusal leaves it open for another `40`, this
+    /// one closes it (4003). 1: the first refusal closes.
+    public var maxConnectRefusals: Int
 
     public init(
         heartbeat: Heartbeat, connectTimeoutMs: Int64, upgradeTimeoutMs: Int64,
         maxPayload: Int, maxConnectPayload: Int, maxEventBytes: Int, customEventsEnabled: Bool,
-        maxAttachments: Int, budgets: Budgets, tokens: TokenTiming, maxRoomsInConnect: Int
+        maxAttachments: Int, budgets: Budgets, tokens: TokenTiming, maxRoomsInConnect: Int, maxConnectRefusals: Int
     ) {
         self.heartbeat = heartbeat
         self.connectTimeoutMs = connectTimeoutMs
@@ -84,6 +87,7 @@ public struct SessionConfiguration: Sendable, Equatable {
         self.budgets = budgets
         self.tokens = tokens
         self.maxRoomsInConnect = maxRoomsInConnect
+        self.maxConnectRefusals = maxConnectRefusals
     }
 }
 

@@ -7,11 +7,13 @@
 /// after a `41`) the small pre-authentication size; once connected `maxPayload`.
 public enum SessionLifecycle: Sendable, Equatable {
     /// No socket: CONNECT (`40`) is due by `deadline` (monotonic ms). `left`: a socket of this
-    /// session left with `41` (such a session is never kept for recovery).
-    case awaitingConnect(deadline: Int64, left: Bool)
+    /// session left with `41` (such a session is never kept for recovery). `refusals`: CONNECTs
+    /// of this session refused so far (a refusal leaves the session open for another `40`, up
+    /// to `maxConnectRefusals`).
+    case awaitingConnect(deadline: Int64, left: Bool, refusals: Int)
     /// The CONNECT's token is being verified (and its rooms joined): no deadline of its own,
     /// the verification's lookups are bounded and the heartbeat goes on.
-    case verifying(left: Bool)
+    case verifying(left: Bool, refusals: Int)
     /// The socket is connected as `login.user`.
     case connected(Login)
     /// The session ended. `left`: it ended after or because of a `41`.
@@ -59,14 +61,14 @@ public enum SessionLifecycle: Sendable, Equatable {
     /// A socket of this session left with `41` and none has connected since.
     public var left: Bool {
         switch self {
-        case .awaitingConnect(_, let left), .verifying(let left), .closed(let left): return left
+        case .awaitingConnect(_, let left, _), .verifying(let left, _), .closed(let left): return left
         case .connected: return false
         }
     }
 
     /// The deadline this state holds (the CONNECT's), if any.
     public var deadline: Int64? {
-        if case .awaitingConnect(let deadline, _) = self { return deadline }
+        if case .awaitingConnect(let deadline, _, _) = self { return deadline }
         return nil
     }
 }

@@ -25,7 +25,7 @@ public struct SocketConnection: Sendable {
     private var errorBudget: BucketLevel
 
     init(sid: String, fallbackToken: String?, shared: SharedSessionConfiguration, connectDeadline: Int64, now: Int64) {
-        self.lifecycle = .awaitingConnect(deadline: connectDeadline, left: false)
+        self.lifecycle = .awaitingConnect(deadline: connectDeadline, left: false, refusals: 0)
         self.sid = sid
         self.fallbackToken = fallbackToken
         self.limiter = EventRateLimiter(budgets: shared.eventBudgets, now: now)
@@ -41,7 +41,7 @@ public struct SocketConnection: Sendable {
 
     /// The session opened (`EngineSession.start`): the CONNECT deadline counts from now.
     mutating func started(connectDeadline: Int64) {
-        if case .awaitingConnect(_, let left) = lifecycle { lifecycle = .awaitingConnect(deadline: connectDeadline, left: left) }
+        if case .awaitingConnect(_, let left, let refusals) = lifecycle { lifecycle = .awaitingConnect(deadline: connectDeadline, left: left, refusals: refusals) }
     }
 
     /// Ends the socket with `code` (with its session). Returns nothing once closed.
@@ -54,7 +54,7 @@ public struct SocketConnection: Sendable {
     /// The CONNECT deadline and the token's expiry: `auth:expiring` ahead of it, the close at it.
     mutating func tick(now: Int64) -> [Action] {
         switch lifecycle {
-        case .awaitingConnect(let deadline, _) where deadline <= now:
+        case .awaitingConnect(let deadline, _, _) where deadline <= now:
             return close(code: CloseCode.connectTimeout, reason: "connect timeout")
         case .connected(var login):
             if let deadline = login.expiryAt, deadline <= now {
@@ -77,16 +77,20 @@ public struct SocketConnection: Sendable {
     // MARK: Inbound
 
     /// One Socket.IO packet (the payload of an Engine.IO `4`), `size` bytes as it came.
-    /// `probing`: a WebSocket is being probed for an upgrade (a refused CONNECT goes on it too).
     mutating func receive(
-        _ payload: ArraySlice<UInt8>, size: Int, inbound: inout InboundBudget, probing: Bool, _ c: SessionConfiguration, now: Int64, wallMs: Int64
+        _ payload: ArraySlice<UInt8>, size: Int, inbound: inout InboundBudget, _ c: SessionConfiguration, now: Int64, wallMs: Int64
     ) -> [Action] {
         let packet: SocketPacket
         // A binary packet before CONNECT is refused at its header: its attachments are never
-        // assembled for a client that has not logged in.
+        // assembled for a client that has not logged in, and are skipped without a refusal of
+        // their own (the session stays open after a refusal).
         if case .connected = lifecycle {
         } else if let type = payload.first, type == UInt8(ascii: "5") || type == UInt8(ascii: "6") {
-            return refuse(RelayError(.notConnected, "binary packets are accepted once connected"), ackID: nil, probing: probing, c, now: now)
+            try? binary.withAssembler(c) { assembler throws(ProtocolError) in
+                assembler.reset()
+                assembler.skipAttachments(ofRefusedHeader: payload)
+            }
+            return refuse(RelayError(.notConnected, "binary packets are accepted once connected"), ackID: nil, c, now: now)
         }
         do {
             switch try binary.withAssembler(c, { assembler throws(ProtocolError) in try assembler.receiveText(payload) }) {
@@ -95,7 +99,7 @@ public struct SocketConnection: Sendable {
             case .awaitingAttachments, .skipped: return []
             }
         } catch {
-            return malformed(error, probing: probing, c, now: now)
+            return malformed(error, c, now: now)
         }
         guard packet.namespace == "/" else {
             guard packet.type == .connect else { return [] }
@@ -104,7 +108,7 @@ public struct SocketConnection: Sendable {
             return [.send(refusal.encodedMessage())]
         }
         switch packet.type {
-        case .connect: return receiveConnect(packet, probing: probing, c, now: now)
+        case .connect: return receiveConnect(packet, c, now: now)
         case .disconnect: return receiveDisconnect(c, now: now)
         case .event: return receiveEvent(packet, size: size, inbound: &inbound, c, now: now, wallMs: wallMs)
         case .ack, .connectError: return []
@@ -115,7 +119,7 @@ public struct SocketConnection: Sendable {
     /// One attachment of a binary packet, given to the assembler by `take` (a WebSocket binary
     /// message, or a polling `b<base64>` packet).
     mutating func receiveAttachment(
-        inbound: inout InboundBudget, probing: Bool, _ c: SessionConfiguration, now: Int64, wallMs: Int64,
+        inbound: inout InboundBudget, _ c: SessionConfiguration, now: Int64, wallMs: Int64,
         _ take: (inout BinaryPacketAssembler) throws(ProtocolError) -> BinaryPacketAssembler.Output
     ) -> [Action] {
         do {
@@ -124,7 +128,7 @@ public struct SocketConnection: Sendable {
             case .packet, .awaitingAttachments, .skipped: return []
             }
         } catch {
-            return malformed(error, probing: probing, c, now: now)
+            return malformed(error, c, now: now)
         }
     }
 
@@ -147,21 +151,25 @@ public struct SocketConnection: Sendable {
 
     /// A packet refused for a limit or Relay's stricter JSON: an error reply once connected, a
     /// refused CONNECT before.
-    private mutating func refuse(_ error: RelayError, ackID: Int64?, probing: Bool, _ c: SessionConfiguration, now: Int64) -> [Action] {
-        if case .connected = lifecycle { return fail(error, event: nil, ackID: ackID, c, now: now) }
-        return refuseConnect(error, probing: probing)
+    private mutating func refuse(_ error: RelayError, ackID: Int64?, _ c: SessionConfiguration, now: Int64) -> [Action] {
+        switch lifecycle {
+        case .connected: return fail(error, event: nil, ackID: ackID, c, now: now)
+        // The CONNECT's rooms may already be joined: the registration must not outlive it.
+        case .verifying: return refuseConnect(error, c, now: now, closing: true)
+        case .awaitingConnect, .closed: return refuseConnect(error, c, now: now)
+        }
     }
 
     /// A packet the Socket.IO parser cannot read. Before CONNECT the CONNECT is refused (the
     /// client learns why); after it the connection closes with 1002, as the protocol closes it
     /// (a client whose packets do not parse cannot be answered reliably). Relay's own limits
     /// (attachment counts, sizes) and its refusal of duplicate JSON keys stay error replies.
-    private mutating func malformed(_ error: ProtocolError, probing: Bool, _ c: SessionConfiguration, now: Int64) -> [Action] {
+    private mutating func malformed(_ error: ProtocolError, _ c: SessionConfiguration, now: Int64) -> [Action] {
         switch error {
         case .duplicateKey, .tooManyAttachments, .binaryPacketTooLarge:
-            return refuse(error.relayError, ackID: error.ackID, probing: probing, c, now: now)
+            return refuse(error.relayError, ackID: error.ackID, c, now: now)
         default:
-            guard case .connected = lifecycle else { return refuse(error.relayError, ackID: nil, probing: probing, c, now: now) }
+            guard case .connected = lifecycle else { return refuse(error.relayError, ackID: nil, c, now: now) }
             return close(code: CloseCode.protocolError, reason: "invalid Socket.IO packet")
         }
     }
@@ -175,27 +183,27 @@ public struct SocketConnection: Sendable {
     private mutating func receiveDisconnect(_ c: SessionConfiguration, now: Int64) -> [Action] {
         switch lifecycle {
         case .connected(let login):
-            lifecycle = .awaitingConnect(deadline: now + c.connectTimeoutMs, left: true)
+            lifecycle = .awaitingConnect(deadline: now + c.connectTimeoutMs, left: true, refusals: 0)
             limiter.spend(EventPolicyTable.roomLeave.rateClass, count: login.rooms, now: now)
             return [.leave, .limits(LimitsInForce(lifecycle, c))]
-        case .verifying:
+        case .verifying(_, let refusals):
             // Its CONNECT is being verified: a later answer would reach a socket that left.
-            lifecycle = .verifying(left: true)
+            lifecycle = .verifying(left: true, refusals: refusals)
             return close(code: CloseCode.normal, reason: "client disconnected")
         case .awaitingConnect, .closed:
             return []
         }
     }
 
-    private mutating func receiveConnect(_ packet: SocketPacket, probing: Bool, _ c: SessionConfiguration, now: Int64) -> [Action] {
+    private mutating func receiveConnect(_ packet: SocketPacket, _ c: SessionConfiguration, now: Int64) -> [Action] {
         switch lifecycle {
         case .connected(let login):
             // A repeated CONNECT is answered again; nothing changes.
             return [.send(login.answer ?? SocketPacket(type: .connect, data: ConnectAnswer(user: login.user).json(sid: sid)).encodedMessage())]
         case .verifying, .closed:
             return []
-        case .awaitingConnect(_, let left):
-            lifecycle = .verifying(left: left)
+        case .awaitingConnect(_, let left, let refusals):
+            lifecycle = .verifying(left: left, refusals: refusals)
             do throws(RelayError) {
                 var request = try ConnectRequest(data: packet.data, fallbackToken: fallbackToken, maxRooms: c.maxRoomsInConnect)
                 // Rooms named here are joins like `room:join`'s, from the same budget: the rest
@@ -207,7 +215,7 @@ public struct SocketConnection: Sendable {
                 }
                 return [.authenticate(request)]
             } catch {
-                return refuseConnect(error, probing: probing)
+                return refuseConnect(error, c, now: now)
             }
         }
     }
@@ -216,12 +224,12 @@ public struct SocketConnection: Sendable {
     /// With `wallMs`, the token's `exp` is enforced: `auth:expiring` ahead of it, the close at
     /// `exp` + leeway.
     mutating func connectFinished(
-        _ result: Result<ConnectAnswer, RelayError>, probing: Bool, _ c: SessionConfiguration, now: Int64, wallMs: Int64?
+        _ result: Result<ConnectAnswer, RelayError>, _ c: SessionConfiguration, now: Int64, wallMs: Int64?
     ) -> [Action] {
         guard case .verifying = lifecycle else { return [] }
         switch result {
         case .failure(let error):
-            return refuseConnect(error, probing: probing)
+            return refuseConnect(error, c, now: now)
         case .success(let outcome):
             if let sid = outcome.socketSID { self.sid = sid }
             let bytes = SocketPacket(type: .connect, data: outcome.json(sid: sid)).encodedMessage()
@@ -242,14 +250,27 @@ public struct SocketConnection: Sendable {
         lifecycle = .connected(login)
     }
 
-    /// CONNECT_ERROR (`44{…}`), then close with 4003. While a WebSocket is being probed the
-    /// refusal goes on it too: the client reads whichever transport it moves to next (a
-    /// socket.io-client-swift that sends `5` never polls again; a JavaScript client that drops
-    /// the probe takes it from its next poll).
-    private mutating func refuseConnect(_ error: RelayError, probing: Bool) -> [Action] {
-        let refusal = SocketPacket(type: .connectError, data: error.connectErrorPayload).encodedMessage()
-        let onProbe: [Action] = probing ? [.sendProbe(refusal)] : []
-        return [.send(refusal)] + onProbe + close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
+    /// CONNECT_ERROR (`44{…}`) on the session's transport, once. The session stays open for
+    /// another `40`, with a new CONNECT deadline, as the reference server keeps it: a client
+    /// that reads the refusal is not made to reconnect (socket.io-client-swift reconnects at
+    /// once when the connection closes, with the same payload), and may CONNECT again on the
+    /// same session with a new token. The `maxConnectRefusals`th refusal of a session closes it
+    /// with 4003: a session is not a place to try tokens. A packet refused while the CONNECT is
+    /// verified closes at once (`closing`): its rooms may already be joined, and the
+    /// registration must not outlive the socket. While a WebSocket is probed the refusal waits
+    /// on polling like any packet: a `GET` takes it, or the upgrade moves it on.
+    private mutating func refuseConnect(_ error: RelayError, _ c: SessionConfiguration, now: Int64, closing: Bool = false) -> [Action] {
+        let refusal: Action = .send(SocketPacket(type: .connectError, data: error.connectErrorPayload).encodedMessage())
+        switch lifecycle {
+        case .closed, .connected:
+            return []
+        case .awaitingConnect(_, let left, let refusals), .verifying(let left, let refusals):
+            guard !closing, refusals + 1 < c.maxConnectRefusals else {
+                return [refusal] + close(code: CloseCode.authenticationFailed, reason: error.code.rawValue)
+            }
+            lifecycle = .awaitingConnect(deadline: now + c.connectTimeoutMs, left: left, refusals: refusals + 1)
+            return [refusal]
+        }
     }
 
     private mutating func receiveEvent(_ packet: SocketPacket, size: Int, inbound: inout InboundBudget, _ c: SessionConfiguration, now: Int64, wallMs: Int64) -> [Action] {

@@ -10,6 +10,8 @@ public struct EngineSettings: Sendable, Equatable {
     public var maxConnectPayload = 0
     /// Time for a client to send CONNECT (`40`) after the socket opens (and after a `41`).
     public var connectTimeoutMs = 0
+    /// Refused CONNECTs one session may have; the last closes it (4003).
+    public var maxConnectRefusals = 0
     /// Time for a probing WebSocket to complete the upgrade (`2probe` … `5`), and the window
     /// after it in which late polling requests are still the session's.
     public var upgradeTimeoutMs = 0

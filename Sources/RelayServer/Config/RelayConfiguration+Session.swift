@@ -16,6 +16,6 @@ extension RelayConfiguration {
                 events: events.eventsPerSecond, perClass: events.eventsPerSecondByClass,
                 errorReplies: events.errorReplies, inbound: events.inbound),
             tokens: .init(leewayMs: auth.jwtLeewaySeconds * 1000, expiryNoticeMs: auth.tokenExpiryNoticeMs),
-            maxRoomsInConnect: events.maxRoomsPerConnection)
+            maxRoomsInConnect: events.maxRoomsPerConnection, maxConnectRefusals: engine.maxConnectRefusals)
     }
 }

@@ -27,6 +27,8 @@ extension ConfigurationLoader {
         .int("max-connect-payload", 16_384, min: 1024,
              "largest frame or message before CONNECT succeeded, bytes (close 1009, refused at the frame header)") { $0.engine.maxConnectPayload = $1 },
         .int("connect-timeout", 10_000, min: 1, "time to send CONNECT after the socket opens, ms") { $0.engine.connectTimeoutMs = $1 },
+        .int("connect-refusals", 3, min: 1,
+             "refused CONNECTs one Engine.IO session may have: each refusal (`44`) leaves the session open for another `40` within a new `connect-timeout`, as the reference server does; the last also closes it (4003). 1: the first refusal closes") { $0.engine.maxConnectRefusals = $1 },
         .int("upgrade-timeout", 10_000, min: 1, "time for a WebSocket probe to finish the upgrade from long-polling (`2probe` … `5`), and the window after it in which late polling requests are still the session's, ms") { $0.engine.upgradeTimeoutMs = $1 },
         .int("handshake-timeout", 10_000, min: 1, "time to finish the HTTP request (upgrade or API call), ms") { $0.listener.handshakeTimeoutMs = $1 },
         .int("max-event-bytes", 65_536, min: 16,
