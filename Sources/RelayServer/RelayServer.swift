@@ -277,6 +277,7 @@ public final class RelayServer: Sendable {
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
         context.logger.info("drained sockets", metadata: ["count": "\(drained)"])
+        hub.endPresenceHolds()
         replicator?.stop()
         // Webhooks for the sockets just closed (and this node's leftovers) go out first.
         await hub.backends.webhooks?.shutdown(deadline: max(NIODeadline.now() + .seconds(1), min(deadline, NIODeadline.now() + .seconds(5))))

@@ -40,7 +40,7 @@ final class RoomRegistryTests: XCTestCase {
     func testJoinAndLeave() {
         var reg = RoomRegistry()
         let result = join(&reg, "r", 1, "alice")
-        XCTAssertEqual(result, RoomRegistry.JoinResult(alreadyMember: false, userBecamePresent: true))
+        XCTAssertEqual(result, RoomRegistry.JoinResult(alreadyMember: false, userBecamePresent: true, devicesBefore: 0, devicesAfter: 1))
         XCTAssertTrue(reg.isMember(room: "r", connection: c(1)))
         XCTAssertFalse(reg.isMember(room: "r", connection: c(2)))
         XCTAssertFalse(reg.isMember(room: "other", connection: c(1)))
@@ -57,7 +57,7 @@ final class RoomRegistryTests: XCTestCase {
     func testJoinTwiceIsIdempotent() {
         var reg = RoomRegistry()
         join(&reg, "r", 1, "alice")
-        XCTAssertEqual(join(&reg, "r", 1, "alice"), RoomRegistry.JoinResult(alreadyMember: true, userBecamePresent: false))
+        XCTAssertEqual(join(&reg, "r", 1, "alice"), RoomRegistry.JoinResult(alreadyMember: true, userBecamePresent: false, devicesBefore: 1, devicesAfter: 1))
         XCTAssertEqual(reg.memberCount(room: "r"), 1)
         XCTAssertEqual(reg.presence(room: "r"), [PresenceEntry(user: "alice", devices: 1)])
         // One leave is enough.
@@ -235,8 +235,9 @@ final class RoomRegistryTests: XCTestCase {
                 let result = reg.leave(room: room, connection: c(conn))
                 if result != nil { byConnection.release(room, for: c(conn)) }
                 if membership[room]?.remove(conn) != nil {
-                    let stillThere = (membership[room] ?? []).contains { owner[$0]!.user == info.user }
-                    XCTAssertEqual(result, RoomRegistry.LeaveResult(room: room, user: info.user, userLeftPresence: !stillThere))
+                    let devices = (membership[room] ?? []).filter { owner[$0]!.user == info.user }.count
+                    XCTAssertEqual(
+                        result, RoomRegistry.LeaveResult(room: room, user: info.user, userLeftPresence: devices == 0, devicesBefore: devices + 1, devicesAfter: devices))
                 } else {
                     XCTAssertNil(result)
                 }

@@ -54,6 +54,10 @@ class RelayProcess:
             "--api-key", API_KEY,
             "--admin-key", ADMIN_KEY,
             "--db", str(self.workdir / "relay.sqlite"),
+            # Presence ends with the connection unless a test sets the grace (its own tests,
+            # test_presence_grace.py, run on the default): a disconnect's leave and offline
+            # webhook are then seen at once rather than `presence-grace-ms` (5 s) later.
+            *([] if "--presence-grace-ms" in self.extra_args else ["--presence-grace-ms", "0"]),
             *self.extra_args,
         ]
 

@@ -7,6 +7,12 @@
 ///
 /// The rooms a connection is in (and the limit on them) are `ConnectionRooms`' business: the hub
 /// keeps one registry per lock stripe of room names, and a stripe sees only its own rooms.
+///
+/// **Presence grace**: a connection that dropped may leave a *hold* in each of its rooms until a
+/// deadline. A held device still counts in the room's presence (and keeps the room occupied)
+/// but receives nothing; the user's next join of the room takes the hold over, so a phone that
+/// comes back within the grace never left anyone's presence list. Holds past their deadline are
+/// released by `releaseHolds`.
 public struct RoomRegistry: Sendable {
     public enum JoinError: Error, Equatable, Sendable {
         case roomFull(limit: Int)
@@ -15,15 +21,25 @@ public struct RoomRegistry: Sendable {
     public struct JoinResult: Equatable, Sendable {
         /// The connection was already in the room; nothing changed.
         public var alreadyMember: Bool
-        /// The user had no other device in the room: others should see `presence:join`.
+        /// The user had no other device in the room (nor a hold): others should see
+        /// `presence:join`.
         public var userBecamePresent: Bool
+        /// The user's devices counted in the room's presence before and after (holds included):
+        /// equal when the join took over a hold.
+        public var devicesBefore: Int = 0
+        public var devicesAfter: Int = 0
     }
 
     public struct LeaveResult: Equatable, Sendable {
         public var room: String
         public var user: String
-        /// The user's last device left: others should see `presence:leave`.
+        /// The user's last device left (no hold left either): others should see
+        /// `presence:leave`.
         public var userLeftPresence: Bool
+        /// The user's devices counted in the room's presence before and after (holds included):
+        /// equal when the leaving device left a hold.
+        public var devicesBefore: Int = 1
+        public var devicesAfter: Int = 0
     }
 
     struct Member: Sendable {
@@ -39,6 +55,22 @@ public struct RoomRegistry: Sendable {
         /// allocated and sorted each time), changed only when a partition gains its first member
         /// or loses its last.
         var partitions: [Int] = []
+        /// Dropped devices held in presence (`leave(…holdingUntil:)`): per user, when each hold
+        /// ends, ascending.
+        var held: [String: [Int64]] = [:]
+
+        /// The user's devices as presence counts them: connected and held.
+        func presentDevices(_ user: String) -> Int { (devicesByUser[user] ?? 0) + (held[user]?.count ?? 0) }
+
+        var isEmpty: Bool { members.isEmpty && held.isEmpty }
+
+        /// Every user's devices as presence counts them.
+        var presentByUser: [String: Int] {
+            guard !held.isEmpty else { return devicesByUser }
+            var devices = devicesByUser
+            for (user, holds) in held { devices[user, default: 0] += holds.count }
+            return devices
+        }
 
         mutating func add(_ member: Member, connection: ConnectionID) -> Int {
             members[connection] = member
@@ -84,46 +116,81 @@ public struct RoomRegistry: Sendable {
     public var roomCount: Int { rooms.count }
 
     public mutating func join(room: String, connection: ConnectionID, user: String, partition: Int) throws(JoinError) -> JoinResult {
-        if rooms[room]?.members[connection] != nil {
-            return JoinResult(alreadyMember: true, userBecamePresent: false)
+        if let r = rooms[room], r.members[connection] != nil {
+            let devices = r.presentDevices(user)
+            return JoinResult(alreadyMember: true, userBecamePresent: false, devicesBefore: devices, devicesAfter: devices)
         }
         guard (rooms[room]?.members.count ?? 0) < maxMembersPerRoom else { throw .roomFull(limit: maxMembersPerRoom) }
+        let before = rooms[room]?.presentDevices(user) ?? 0
         // In place: a copy of the room would copy its member table on every join.
-        let devices = rooms[room, default: Room()].add(Member(user: user, partition: partition), connection: connection)
+        _ = rooms[room, default: Room()].add(Member(user: user, partition: partition), connection: connection)
+        // The earliest hold is taken over: the device came back (or another of the user's).
+        if let holds = rooms[room]?.held[user] {
+            rooms[room]?.held[user] = holds.count > 1 ? Array(holds.dropFirst()) : nil
+        }
+        let after = rooms[room]?.presentDevices(user) ?? 1
         let count = rooms[room]?.members.count ?? 1
         resized(room, from: count - 1, to: count)
-        return JoinResult(alreadyMember: false, userBecamePresent: devices == 1)
+        return JoinResult(alreadyMember: false, userBecamePresent: before == 0, devicesBefore: before, devicesAfter: after)
     }
 
-    /// Removes a connection from a room; `nil` if it was not a member.
-    public mutating func leave(room: String, connection: ConnectionID) -> LeaveResult? {
-        guard let index = rooms.index(forKey: room), let (member, devices) = rooms.values[index].remove(connection) else { return nil }
+    /// Removes a connection from a room; `nil` if it was not a member. With `holdingUntil`, the
+    /// device stays in the room's presence until then (a dropped connection within the
+    /// presence grace).
+    public mutating func leave(room: String, connection: ConnectionID, holdingUntil: Int64? = nil) -> LeaveResult? {
+        guard let index = rooms.index(forKey: room), let (member, _) = rooms.values[index].remove(connection) else { return nil }
+        let before = rooms.values[index].presentDevices(member.user) + 1
+        if let until = holdingUntil {
+            var holds = rooms.values[index].held[member.user] ?? []
+            holds.insert(until, at: holds.firstIndex { $0 > until } ?? holds.endIndex)
+            rooms.values[index].held[member.user] = holds
+        }
+        let after = rooms.values[index].presentDevices(member.user)
         let count = rooms.values[index].members.count
-        if count == 0 { rooms.remove(at: index) }
+        if rooms.values[index].isEmpty { rooms.remove(at: index) }
         resized(room, from: count + 1, to: count)
-        return LeaveResult(room: room, user: member.user, userLeftPresence: devices <= 0)
+        return LeaveResult(room: room, user: member.user, userLeftPresence: after == 0, devicesBefore: before, devicesAfter: after)
     }
+
+    /// Releases the user's holds in the room that end at or before `now`; `nil` when none did.
+    public mutating func releaseHolds(room: String, user: String, now: Int64) -> LeaveResult? {
+        guard let index = rooms.index(forKey: room), let holds = rooms.values[index].held[user], let first = holds.first, first <= now else { return nil }
+        let before = rooms.values[index].presentDevices(user)
+        let kept = holds.drop { $0 <= now }
+        rooms.values[index].held[user] = kept.isEmpty ? nil : Array(kept)
+        let after = rooms.values[index].presentDevices(user)
+        if rooms.values[index].isEmpty { rooms.remove(at: index) }
+        return LeaveResult(room: room, user: user, userLeftPresence: after == 0, devicesBefore: before, devicesAfter: after)
+    }
+
+    /// The room has members or holds: it is occupied (subscribed, not vacated).
+    public func isOccupied(room: String) -> Bool { rooms[room] != nil }
+
+    /// Holds in the room (all users).
+    public func holdCount(room: String) -> Int { rooms[room]?.held.values.reduce(0) { $0 + $1.count } ?? 0 }
 
     public func isMember(room: String, connection: ConnectionID) -> Bool {
         rooms[room]?.members[connection] != nil
     }
 
-    /// Users online in the room with their device counts, sorted by user id.
+    /// Users online in the room with their device counts (held ones included), sorted by user
+    /// id.
     public func presence(room: String) -> [PresenceEntry] {
         guard let r = rooms[room] else { return [] }
-        return r.devicesByUser.map { PresenceEntry(user: $0.key, devices: $0.value) }.sorted { $0.user < $1.user }
+        return r.presentByUser.map { PresenceEntry(user: $0.key, devices: $0.value) }.sorted { $0.user < $1.user }
     }
 
     public func memberCount(room: String) -> Int { rooms[room]?.members.count ?? 0 }
 
-    public func isUserPresent(room: String, user: String) -> Bool { rooms[room]?.devicesByUser[user] != nil }
+    public func isUserPresent(room: String, user: String) -> Bool { (rooms[room]?.presentDevices(user) ?? 0) > 0 }
 
-    /// How many of the user's connections are in the room.
-    public func devices(room: String, user: String) -> Int { rooms[room]?.devicesByUser[user] ?? 0 }
+    /// How many of the user's devices presence counts in the room: connected and held.
+    public func devices(room: String, user: String) -> Int { rooms[room]?.presentDevices(user) ?? 0 }
 
-    /// Every (room, user, devices) entry, for restating presence elsewhere.
+    /// Every (room, user, devices) entry (held devices included), for restating presence
+    /// elsewhere.
     public func allPresence() -> [(room: String, user: String, devices: Int)] {
-        rooms.flatMap { room, r in r.devicesByUser.map { (room: room, user: $0.key, devices: $0.value) } }
+        rooms.flatMap { room, r in r.presentByUser.map { (room: room, user: $0.key, devices: $0.value) } }
     }
 
     /// The partitions that hold at least one member of the room, ascending.

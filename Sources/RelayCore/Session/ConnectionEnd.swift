@@ -65,6 +65,17 @@ public enum ConnectionEnd: Sendable, Equatable, CaseIterable {
         }
     }
 
+    /// Whether the user stays present for the presence grace (`presence-grace-ms`): the
+    /// connection dropped or was ended for a reason the client comes back from at once (the
+    /// network, a missed pong, a shutdown or handover, an expired token, a slow read). A kick
+    /// or a broken rule ends presence at once, and so does a `41` (the caller knows it).
+    public var holdsPresence: Bool {
+        switch self {
+        case .clientClosed, .transportClosed, .pingTimeout, .shutdown, .replaced, .tokenExpired, .slowConsumer: return true
+        case .connectTimeout, .authenticationFailed, .kicked, .protocolError, .policyViolation: return false
+        }
+    }
+
     /// Whether the session of a socket that takes offsets is kept for the recovery window: the
     /// transport dropped, the server went away, or a reconnect took it over. A kick, an expired
     /// token, a slow reader or a broken rule end it for good. (A client that sent `41` is not

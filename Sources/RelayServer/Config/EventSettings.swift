@@ -20,6 +20,9 @@ public struct EventSettings: Sendable, Equatable {
     public var maxMembersPerRoom = 0
     public var typingWindowMs: Int64 = 0
     public var typingExpiryMs: Int64 = 0
+    /// How long a dropped connection's user stays present (rooms, online) for it to come back
+    /// without a leave and a join anyone sees; 0: it leaves at once.
+    public var presenceGraceMs = 0
 
     public init() {}
 }

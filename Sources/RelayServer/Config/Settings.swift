@@ -103,6 +103,10 @@ extension ConfigurationLoader {
         .flag("disable-custom-events", "refuse custom `entity:action` events") { $0.events.customEventsEnabled = !$1 },
         .int("typing-window-ms", 100, min: 1, "typing coalescing window, ms") { $0.events.typingWindowMs = Int64($1) },
         .int("typing-expiry-ms", 5_000, min: 1, "a `typing:start` not refreshed for this long expires, ms") { $0.events.typingExpiryMs = Int64($1) },
+        .int("presence-grace-ms", 5_000,
+             "a user whose connection dropped (the network, a missed pong, a shutdown, an expired token; not `41` or a kick) stays present in its rooms and online for this long: back within it, nobody sees a `presence:leave`/`presence:join` or an offline/online webhook. Typing stops at once. 0: presence ends with the connection, ms") {
+            $0.events.presenceGraceMs = $1
+        },
         .int("token-expiry-notice-ms", 60_000,
              "`auth:expiring` this long before a token's `exp`, ms (0: never; the socket is closed at `exp` + `jwt-leeway`)") { $0.auth.tokenExpiryNoticeMs = Int64($1) },
         .int("revocation-ttl-s", 604_800, min: 60,

@@ -425,7 +425,8 @@ final class ClientSession: ConnectionSink {
     private func leave() {
         guard let user = connectState.user else { return }
         relay.metrics.connections.disconnect(.clientClosed)
-        ConnectSetup(services: relay.connect, socket: self).unregister(user, pid: connectState.pid, takesOffsets: connectState.takesOffsets, end: .clientClosed)
+        ConnectSetup(services: relay.connect, socket: self).unregister(
+            user, pid: connectState.pid, takesOffsets: connectState.takesOffsets, end: .clientClosed, left: true)
         connectState = ConnectState()
         connectionID = relay.makeConnectionID()
         session.renewSocketSID(RandomID.make())

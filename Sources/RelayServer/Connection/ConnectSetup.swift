@@ -321,11 +321,13 @@ struct ConnectSetup {
         services.keptSessions.put(record, windowMs: services.recovery.windowMs)
     }
 
-    /// Leaves the hub (rooms, presence, typing, live shares, the pid's entry).
-    func unregister(_ user: AuthenticatedUser, pid: String?, takesOffsets: Bool, end: ConnectionEnd) {
+    /// Leaves the hub (rooms, presence, typing, live shares, the pid's entry). `left`: the
+    /// client sent `41` (it left, it did not drop).
+    func unregister(_ user: AuthenticatedUser, pid: String?, takesOffsets: Bool, end: ConnectionEnd, left: Bool = false) {
         if let pid { services.handover.untrack(pid: pid, connection: socket.connectionID) }
         services.membership.unregister(
-            socket.connectionID, sid: socket.sid, user: user.userID, on: socket.partition, deflate: socket.deflate, takesOffsets: takesOffsets)
+            socket.connectionID, sid: socket.sid, user: user.userID, on: socket.partition, deflate: socket.deflate, takesOffsets: takesOffsets,
+            holdPresence: !left && end.holdsPresence)
         services.logger.info("disconnect", metadata: ["sid": "\(socket.sid)", "user": "\(user.userID)", "reason": "\(end.metricLabel)"])
     }
 }

@@ -27,6 +27,8 @@ public final class Hub: Sendable {
     public let rooms: RoomDirectory
     public let publisher: Publisher
     let presence: PresenceAnnouncer
+    /// Drops held in presence for `presence-grace-ms`.
+    let grace: PresenceGrace
     let revocations: Revocations
     /// What the sockets' handlers are given: membership, typing, live shares, the recovery
     /// handover (the handlers' own bundles are made from it, `RelayContext`).
@@ -82,8 +84,12 @@ public final class Hub: Sendable {
             publisher: publisher)
         let locations = LiveLocationService(
             maxSharesPerConnection: configuration.connections.maxLiveSharesPerConnection, timerLoop: timerLoop, clock: clock, publisher: publisher)
+        let grace = PresenceGrace(
+            graceMs: Int64(configuration.events.presenceGraceMs), rooms: rooms, registry: registry, announcer: presence, clock: clock, timerLoop: timerLoop)
+        self.grace = grace
         self.sockets = NodeSocketServices(
-            membership: Membership(registry: registry, rooms: rooms, presence: presence, typing: typing, locations: locations, clock: clock, metrics: metrics),
+            membership: Membership(
+                registry: registry, rooms: rooms, presence: presence, typing: typing, locations: locations, grace: grace, clock: clock, metrics: metrics),
             typing: typing, locations: locations,
             handover: RecoveryHandover(stripes: stripes, loops: partitions, kept: backends.keptSessions, control: backends.control))
         self.revocations = Revocations(
@@ -133,5 +139,12 @@ public final class Hub: Sendable {
         typing.cancel()
         locations.cancel()
         publisher.windows.cancel()
+        grace.cancel()
+    }
+
+    /// Ends every presence hold now (shutdown, once the sockets are gone): the node will not be
+    /// there to end them later.
+    public func endPresenceHolds() {
+        grace.endAll()
     }
 }

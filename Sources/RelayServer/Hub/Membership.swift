@@ -11,18 +11,20 @@ public final class Membership: Sendable {
     private let presence: PresenceAnnouncer
     private let typing: TypingService
     private let locations: LiveLocationService
+    private let grace: PresenceGrace
     private let clock: RelayClock
     private let metrics: RelayMetrics
 
     init(
         registry: ConnectionRegistry, rooms: RoomDirectory, presence: PresenceAnnouncer, typing: TypingService, locations: LiveLocationService,
-        clock: RelayClock, metrics: RelayMetrics
+        grace: PresenceGrace, clock: RelayClock, metrics: RelayMetrics
     ) {
         self.registry = registry
         self.rooms = rooms
         self.presence = presence
         self.typing = typing
         self.locations = locations
+        self.grace = grace
         self.clock = clock
         self.metrics = metrics
     }
@@ -36,10 +38,15 @@ public final class Membership: Sendable {
     }
 
     /// Removes a connection: leaves its rooms (presence), stops its typing and live shares.
-    /// Called on the connection's loop when it closes.
-    public func unregister(_ id: ConnectionID, sid: String, user: String, on partition: LoopPartition, deflate: Bool = false, takesOffsets: Bool = false) {
-        registry.unregister(id, sid: sid, user: user, deflate: deflate, takesOffsets: takesOffsets, wallNow: clock.wallMs())
-        let leaves = rooms.leaveAll(connection: id)
+    /// Called on the connection's loop when it closes. `holdPresence`: it dropped (rather than
+    /// left or was ended): within the presence grace its user stays present (`PresenceGrace`).
+    public func unregister(
+        _ id: ConnectionID, sid: String, user: String, on partition: LoopPartition, deflate: Bool = false, takesOffsets: Bool = false,
+        holdPresence: Bool = false
+    ) {
+        let until = holdPresence ? grace.holdUntil(now: clock.monotonicMs()) : nil
+        registry.unregister(id, sid: sid, user: user, deflate: deflate, takesOffsets: takesOffsets, wallNow: clock.wallMs(), holdingUntil: until)
+        let leaves = rooms.leaveAll(connection: id, holdingUntil: until)
         for leave in leaves {
             typing.connectionLeft(id, room: leave.room)
             partition.leave(room: leave.room, id)
@@ -47,6 +54,7 @@ public final class Membership: Sendable {
         partition.remove(id)
         metrics.connections.open.decrement()
         for leave in leaves { presence.left(leave, exclude: nil, on: partition.eventLoop) }
+        if let until { grace.departed(user, rooms: leaves.map(\.room), until: until) }
         locations.connectionClosed(id)
     }
 

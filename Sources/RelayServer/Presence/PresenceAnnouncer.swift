@@ -45,11 +45,11 @@ final class PresenceAnnouncer: Sendable {
         }
     }
 
-    /// After a connection left a room on this node: `presence:leave` when the user left
-    /// everywhere.
+    /// After a connection left a room on this node (or its hold ended): `presence:leave` when
+    /// the user left everywhere. A leave that left a hold changes nothing yet.
     func left(_ leave: RoomRegistry.LeaveResult, exclude: ConnectionID?, on loop: any EventLoop) {
-        let devices = rooms.devices(room: leave.room, user: leave.user)
-        let local = PresenceUpdate(before: devices + 1, after: devices, presence: [])
+        guard leave.devicesAfter != leave.devicesBefore else { return }
+        let local = PresenceUpdate(before: leave.devicesBefore, after: leave.devicesAfter, presence: [])
         manager.update(room: leave.room, user: leave.user, local: local, on: loop).whenSuccess { update in
             if update.leftPresence { self.announce(.presenceLeave, room: leave.room, user: leave.user, exclude: exclude) }
         }
@@ -120,14 +120,15 @@ final class PresenceAnnouncer: Sendable {
     private func localUsers(_ users: [String], withRooms: Bool) -> [UserPresence] {
         let now = clock.wallMs()
         return users.map { user in
-            let (connections, lastSeen) = registry.lookUp(user, now: now)
+            let (connections, departing, lastSeen) = registry.lookUp(user, now: now)
             var joined: [String] = []
             if withRooms {
                 var all = Set<String>()
                 for c in connections { all.formUnion(rooms.rooms(of: c)) }
                 joined = all.sorted()
             }
-            return UserPresence(user: user, devices: connections.count, rooms: joined, lastSeen: lastSeen)
+            // A user within the presence grace is still online: its dropped device counts.
+            return UserPresence(user: user, devices: connections.count + (departing && connections.isEmpty ? 1 : 0), rooms: joined, lastSeen: lastSeen)
         }
     }
 }

@@ -59,7 +59,8 @@ final class ConnectionRegistry: Sendable {
             try users.stripe(for: info.user).withLock { s throws(ConnectionDirectory.RegisterError) in
                 try s.directory.register(id, user: info.user, partition: info.loop)
                 let devices = s.directory.connections(of: info.user).count
-                if devices == 1 {
+                // Back within the presence grace: nobody was told the user went.
+                if devices == 1 && s.departing.removeValue(forKey: info.user) == nil {
                     broker.subscribe(.user(info.user))
                     webhooks?.userPresence(info.user, present: true)
                 }
@@ -77,17 +78,22 @@ final class ConnectionRegistry: Sendable {
     }
 
     /// Counts a connection out; `false` when it was not registered. `wallNow` is its user's
-    /// last-seen time.
+    /// last-seen time. With `holdingUntil` (a drop within the presence grace), the user's last
+    /// connection going leaves the user online until then (`endDeparture`).
     @discardableResult
-    func unregister(_ id: ConnectionID, sid: String, user: String, deflate: Bool, takesOffsets: Bool, wallNow: Int64) -> Bool {
+    func unregister(_ id: ConnectionID, sid: String, user: String, deflate: Bool, takesOffsets: Bool, wallNow: Int64, holdingUntil: Int64? = nil) -> Bool {
         let wasRegistered = users.stripe(for: user).withLockedValue { s in
             guard s.directory.unregister(id, user: user) else { return false }
             let devices = s.directory.connections(of: user).count
+            s.lastSeen.record(user, at: wallNow)
+            if devices == 0, let until = holdingUntil {
+                s.departing[user] = UserStripe.Departing(until: until, at: wallNow)
+                return true
+            }
             if devices == 0 {
                 broker.unsubscribe(.user(user))
                 webhooks?.userPresence(user, present: false)
             }
-            s.lastSeen.record(user, at: wallNow)
             directory.updateUser(user, devices: devices, disconnectedAt: wallNow)
             return true
         }
@@ -99,6 +105,19 @@ final class ConnectionRegistry: Sendable {
         }
         infos.stripe(for: id).withLockedValue { _ = $0.removeValue(forKey: id) }
         return true
+    }
+
+    /// The user's departure is due at `now`: if the user did not connect again, it is offline
+    /// from now on (the stream unsubscribed, the webhooks and the store told, as a disconnect
+    /// at the time the last connection dropped).
+    func endDeparture(_ user: String, now: Int64) {
+        users.stripe(for: user).withLockedValue { s in
+            guard let departing = s.departing[user], departing.until <= now, s.directory.connections(of: user).isEmpty else { return }
+            s.departing[user] = nil
+            broker.unsubscribe(.user(user))
+            webhooks?.userPresence(user, present: false)
+            directory.updateUser(user, devices: 0, disconnectedAt: departing.at)
+        }
     }
 
     /// The public socket id of a connection on this node.
@@ -120,9 +139,12 @@ final class ConnectionRegistry: Sendable {
         users.stripe(for: user).withLockedValue { s in (s.directory.connections(of: user), s.directory.partitions(of: user)) }
     }
 
-    /// A user's connections and when the user was last seen here.
-    func lookUp(_ user: String, now: Int64) -> (ids: [ConnectionID], lastSeen: Int64?) {
-        users.stripe(for: user).withLockedValue { s in (s.directory.connections(of: user), s.lastSeen.lastSeen(user, now: now)) }
+    /// A user's connections, whether the user is still online within the presence grace with
+    /// none, and when the user was last seen here.
+    func lookUp(_ user: String, now: Int64) -> (ids: [ConnectionID], departing: Bool, lastSeen: Int64?) {
+        users.stripe(for: user).withLockedValue { s in
+            (s.directory.connections(of: user), s.departing[user] != nil, s.lastSeen.lastSeen(user, now: now))
+        }
     }
 
     /// States this node's sockets per user again (Redis came back). Under every user stripe's
@@ -135,6 +157,8 @@ final class ConnectionRegistry: Sendable {
             guard index < users.boxes.count else { return directory.restateUsers(counts) }
             users.boxes[index].withLockedValue { s in
                 counts.merge(s.directory.connectionCounts()) { a, _ in a }
+                // Within the grace a departing user is still online.
+                for user in s.departing.keys where counts[user] == nil { counts[user] = 1 }
                 lock(from: index + 1)
             }
         }

@@ -6,4 +6,15 @@ import RelayCore
 struct UserStripe: Sendable {
     var directory: ConnectionDirectory
     var lastSeen: LastSeenBook
+    /// Users whose last connection here dropped within the presence grace: still online (the
+    /// store, the webhooks and the user's stream subscription were not told otherwise) until
+    /// the departure ends or the user connects again.
+    var departing: [String: Departing] = [:]
+
+    struct Departing: Sendable {
+        /// When the grace ends (monotonic ms).
+        var until: Int64
+        /// When the last connection dropped (wall ms): the disconnect the store is told.
+        var at: Int64
+    }
 }

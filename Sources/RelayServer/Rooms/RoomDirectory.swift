@@ -47,11 +47,10 @@ public final class RoomDirectory: Sendable {
         }
         do throws(RoomRegistry.JoinError) {
             return try rooms.stripe(for: room).withLock { r throws(RoomRegistry.JoinError) in
+                let wasOccupied = r.isOccupied(room: room)
                 let joined = try r.join(room: room, connection: id, user: user, partition: partition)
-                if !joined.alreadyMember && r.memberCount(room: room) == 1 { occupancyChanged(room, occupied: true) }
-                let devices = r.devices(room: room, user: user)
-                let before = joined.alreadyMember ? devices : devices - 1
-                return (joined, PresenceUpdate(before: before, after: devices, presence: r.presence(room: room)))
+                if !wasOccupied { occupancyChanged(room, occupied: true) }
+                return (joined, PresenceUpdate(before: joined.devicesBefore, after: joined.devicesAfter, presence: r.presence(room: room)))
             }
         } catch {
             if reserved { membership.withLockedValue { $0.release(room, for: id) } }
@@ -69,16 +68,26 @@ public final class RoomDirectory: Sendable {
     }
 
     /// Leaves every room of a closed connection: its room set out of its stripe, then only
-    /// those rooms' stripes, one at a time.
-    func leaveAll(connection id: ConnectionID) -> [RoomRegistry.LeaveResult] {
+    /// those rooms' stripes, one at a time. With `holdingUntil` (a drop within the presence
+    /// grace) the device stays in each room's presence, and the room occupied, until then.
+    func leaveAll(connection id: ConnectionID, holdingUntil: Int64? = nil) -> [RoomRegistry.LeaveResult] {
         let joined = memberships.stripe(for: id).withLockedValue { $0.removeAll(for: id) }
-        return joined.compactMap { leaveRoomOnly($0, connection: id) }
+        return joined.compactMap { leaveRoomOnly($0, connection: id, holdingUntil: holdingUntil) }
     }
 
-    private func leaveRoomOnly(_ room: String, connection id: ConnectionID) -> RoomRegistry.LeaveResult? {
+    /// Ends the user's holds in `room` that are due at `now`; `nil` when none were.
+    func releaseHolds(room: String, user: String, now: Int64) -> RoomRegistry.LeaveResult? {
         rooms.stripe(for: room).withLockedValue { r in
-            guard let left = r.leave(room: room, connection: id) else { return nil }
-            if r.memberCount(room: room) == 0 { occupancyChanged(room, occupied: false) }
+            guard let left = r.releaseHolds(room: room, user: user, now: now) else { return nil }
+            if !r.isOccupied(room: room) { occupancyChanged(room, occupied: false) }
+            return left
+        }
+    }
+
+    private func leaveRoomOnly(_ room: String, connection id: ConnectionID, holdingUntil: Int64? = nil) -> RoomRegistry.LeaveResult? {
+        rooms.stripe(for: room).withLockedValue { r in
+            guard let left = r.leave(room: room, connection: id, holdingUntil: holdingUntil) else { return nil }
+            if !r.isOccupied(room: room) { occupancyChanged(room, occupied: false) }
             return left
         }
     }
