@@ -7,12 +7,16 @@ public struct Routing: Sendable, Equatable {
     public var excludeUser: String?
     /// Receipts on a user stream: sockets that are members of this room got it from the room.
     public var skipMembersOf: String?
+    /// Receipts on a user stream sent to the user's devices only (`receipt-audience devices`):
+    /// every socket of the user whose token allows this room gets it, members or not.
+    public var allowedIn: String?
     /// A backend emit with a window: every delivering node holds the latest per key and window.
     public var window: EmitWindow?
 
-    public init(excludeUser: String? = nil, skipMembersOf: String? = nil, window: EmitWindow? = nil) {
+    public init(excludeUser: String? = nil, skipMembersOf: String? = nil, allowedIn: String? = nil, window: EmitWindow? = nil) {
         self.excludeUser = excludeUser
         self.skipMembersOf = skipMembersOf
+        self.allowedIn = allowedIn
         self.window = window
     }
 }

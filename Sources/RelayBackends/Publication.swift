@@ -18,11 +18,14 @@ public struct Publication: Sendable {
     public var origin: String?
     /// A user-stream event that sockets in this room got from the room already.
     public var skipMembersOf: String?
+    /// A user-stream event for the user's sockets that may see this room (members or not).
+    public var allowedIn: String?
 
     public init(
         packet: ByteBuffer, attachments: [ByteBuffer] = [], label: String = "custom", coalescingKey: CoalescingKey? = nil, durable: Bool = false,
-        origin: String? = nil, skipMembersOf: String? = nil
+        origin: String? = nil, skipMembersOf: String? = nil, allowedIn: String? = nil
     ) {
+        self.allowedIn = allowedIn
         self.packet = packet
         self.attachments = attachments
         self.label = label

@@ -12,6 +12,8 @@ package struct ClusterEnvelope {
     package var excludeUser: String?
     /// Receipts on a user channel: sockets that are members of this room got it from the room.
     package var skipMembersOf: String?
+    /// Receipts on a user channel to the user's devices only: those allowed this room.
+    package var allowedIn: String? = nil
     package var coalescingKey: CoalescingKey?
     package var durable: Bool
     package var payload: ByteBuffer
@@ -25,6 +27,7 @@ package struct ClusterEnvelope {
         var header: [(String, JSONValue)] = [("o", .string(origin)), ("l", .string(label))]
         if let excludeUser { header.append(("x", .string(excludeUser))) }
         if let skipMembersOf { header.append(("s", .string(skipMembersOf))) }
+        if let allowedIn { header.append(("g", .string(allowedIn))) }
         if let k = coalescingKey { header.append(("k", .array([.string(k.event), .string(k.room), .string(k.user)]))) }
         if durable { header.append(("d", true)) }
         if let originSID { header.append(("c", .string(originSID))) }
@@ -71,8 +74,8 @@ package struct ClusterEnvelope {
         }
         return ClusterEnvelope(
             origin: origin, label: header["l"]?.stringValue ?? "custom", excludeUser: header["x"]?.stringValue,
-            skipMembersOf: header["s"]?.stringValue, coalescingKey: key, durable: header["d"]?.boolValue ?? false, payload: payload,
-            attachments: attachments, originSID: header["c"]?.stringValue, window: window)
+            skipMembersOf: header["s"]?.stringValue, allowedIn: header["g"]?.stringValue, coalescingKey: key, durable: header["d"]?.boolValue ?? false,
+            payload: payload, attachments: attachments, originSID: header["c"]?.stringValue, window: window)
     }
 }
 
@@ -81,7 +84,7 @@ extension ClusterEnvelope {
     package init(origin: String, publication: Publication, routing: Routing) {
         self.init(
             origin: origin, label: publication.label, excludeUser: routing.excludeUser, skipMembersOf: routing.skipMembersOf ?? publication.skipMembersOf,
-            coalescingKey: publication.coalescingKey, durable: publication.durable, payload: publication.packet, attachments: publication.attachments,
+            allowedIn: routing.allowedIn ?? publication.allowedIn, coalescingKey: publication.coalescingKey, durable: publication.durable, payload: publication.packet, attachments: publication.attachments,
             originSID: publication.origin, window: routing.window)
     }
 
@@ -89,6 +92,6 @@ extension ClusterEnvelope {
     package var publication: Publication {
         Publication(
             packet: payload, attachments: attachments, label: label, coalescingKey: coalescingKey, durable: durable, origin: originSID,
-            skipMembersOf: skipMembersOf)
+            skipMembersOf: skipMembersOf, allowedIn: allowedIn)
     }
 }

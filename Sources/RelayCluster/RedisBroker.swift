@@ -216,7 +216,7 @@ public final class RedisBroker: Broker, ControlChannel {
         guard let envelope = ClusterEnvelope.decode(payload), envelope.origin != bus.nodeID || id != nil,
             let subscriber = subscriber.subscriber, let stream = Self.stream(ofChannel: channel)
         else { return }
-        subscriber.received(envelope.publication, on: stream, offset: id, routing: Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf, window: envelope.window))
+        subscriber.received(envelope.publication, on: stream, offset: id, routing: Routing(excludeUser: envelope.excludeUser, skipMembersOf: envelope.skipMembersOf, allowedIn: envelope.allowedIn, window: envelope.window))
     }
 
     /// The stream a channel carries. On bytes, like Redis: a name that starts with a combining

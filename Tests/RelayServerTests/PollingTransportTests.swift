@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import RelayBackends
 import RelayCore
 import XCTest
 
@@ -141,5 +142,16 @@ final class ClusterEnvelopeTests: XCTestCase {
         var negative = allocator.buffer(capacity: 64)
         negative.writeString("{\"o\":\"n1\",\"p\":-1,\"a\":[1]}\nabc")
         XCTAssertNil(ClusterEnvelope.decode(negative))
+    }
+
+    func testTheRoomScopesOfAUserStreamEventRoundTrip() throws {
+        var payload = ByteBufferAllocator().buffer(capacity: 8)
+        payload.writeString("42[\"message:read\",{}]")
+        let publication = Publication(packet: payload, label: "message:read", durable: true, allowedIn: "conversation:{a}")
+        let envelope = ClusterEnvelope(origin: "n1", publication: publication, routing: Routing(skipMembersOf: "conversation:b"))
+        let decoded = try XCTUnwrap(ClusterEnvelope.decode(envelope.encode()))
+        XCTAssertEqual(decoded.allowedIn, "conversation:{a}")
+        XCTAssertEqual(decoded.skipMembersOf, "conversation:b")
+        XCTAssertEqual(decoded.publication.allowedIn, "conversation:{a}")
     }
 }

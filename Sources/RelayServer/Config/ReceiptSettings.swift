@@ -13,6 +13,8 @@ public struct ReceiptSettings: Sendable, Equatable {
     public var perUser = EventRateLimiter.Budget(perSecond: 0, burst: 0)
     /// Receipts of one connection waiting for their commit; more get `rate_limited`.
     public var maxPendingPerConnection = 0
+    /// Who gets each kind's forward: the room, or the authors' and the reader's devices.
+    public var audiences = ReceiptAudiences(delivered: .room, read: .room)
 
     public init() {}
 }

@@ -70,6 +70,17 @@ extension ConfigurationLoader {
             $0.receipts.perUser = .init(perSecond: $1, burst: $1 * 2)
         },
         .int("max-pending-receipts", 256, min: 1, "receipts of one connection awaiting commit; more: `rate_limited`") { $0.receipts.maxPendingPerConnection = $1 },
+        .list("receipt-audience", default: "delivered=room,read=room",
+              "who gets a committed receipt's forward, per kind `KIND=AUDIENCE` (KIND `delivered` or `read`): `room`, every socket of the room but the sender's and the authors' devices outside it; or `devices`, only the authors' devices and the reader's other devices (PROTOCOL §4)") { c, specs in
+            specs.compactMap { (spec: String) -> String? in
+                let parts = spec.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, let kind = ReceiptKind(rawValue: parts[0]), let audience = ReceiptAudience(rawValue: parts[1]) else {
+                    return "receipt-audience: expected KIND=AUDIENCE with KIND delivered or read and AUDIENCE room or devices; got \(spec)"
+                }
+                c.receipts.audiences[kind] = audience
+                return nil
+            }
+        },
         .int("max-rooms-per-connection", 100, min: 1, "rooms per connection") { $0.events.maxRoomsPerConnection = $1 },
         .number("user-joins-per-second", 100, atLeast: 1,
                 "room joins per user per second across all of the user's sockets and reconnects: rooms named in CONNECT, `room:join`, recovery (burst 4×); past it the join is refused `rate_limited`") {

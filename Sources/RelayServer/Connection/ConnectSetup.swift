@@ -263,7 +263,7 @@ struct ConnectSetup {
             // token does not allow is never replayed, as it is never delivered live.
             for entry in (before[stream] ?? []) + (later[stream] ?? [])
             where entry.message.origin != record.socketSID && !(entry.message.skipMembersOf.map(rooms.contains) ?? false)
-                && DeliveryGate.admits(user, room: entry.message.skipMembersOf) {
+                && DeliveryGate.admits(user, room: entry.message.skipMembersOf ?? entry.message.allowedIn) {
                 missed.append((StreamPosition(stream: stream, offset: entry.offset), entry.message))
             }
             if let newest = later[stream]?.last?.offset { last[stream] = newest }

@@ -34,6 +34,6 @@ final class ReceiptServices: Sendable {
     /// webhooks when they take it).
     func forward(_ receipt: Receipt, excludeConnection: ConnectionID?) {
         webhooks?.clientEvent(name: receipt.kind.eventName, room: receipt.room, from: receipt.userID, payload: receipt.json, ts: receipt.ts)
-        publisher.publishReceipt(receipt, excludeConnection: excludeConnection)
+        publisher.publishReceipt(receipt, audience: settings.audiences[receipt.kind], excludeConnection: excludeConnection)
     }
 }

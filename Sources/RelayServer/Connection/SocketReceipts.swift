@@ -48,6 +48,7 @@ final class SocketReceipts {
         pending += receipts.count
         let me = NIOLoopBound(self, eventLoop: socket.eventLoop)
         let (publisher, connection, count) = (services.publisher, socket.connectionID, receipts.count)
+        let audience = services.settings.audiences[kind]
         let update = store.recordAll(receipts, on: socket.eventLoop).map { recorded -> SocketUpdate in
             me.value.pending -= count
             var update = SocketUpdate(flush: .soon)
@@ -57,7 +58,9 @@ final class SocketReceipts {
             }
             let new = recorded.filter(\.isNew).map(\.receipt)
             if !new.isEmpty {
-                update.afterReply = { publisher.publishReceipts(new, room: room, kind: kind, from: user.userID, excludeConnection: connection) }
+                update.afterReply = {
+                    publisher.publishReceipts(new, room: room, kind: kind, from: user.userID, audience: audience, excludeConnection: connection)
+                }
             }
             return update
         }.recover { _ in

@@ -186,6 +186,8 @@ public final class LoopPartition: @unchecked Sendable {
             deliver(user: user, message)
         case .userOutsideRoom(let user, let message, let room, let excludeConnection):
             deliver(user: user, message, skippingMembersOf: room, excludeConnection: excludeConnection)
+        case .userAllowedIn(let user, let message, let room, let excludeConnection):
+            deliver(user: user, message, allowedIn: room, excludeConnection: excludeConnection)
         }
     }
 
@@ -277,6 +279,23 @@ public final class LoopPartition: @unchecked Sendable {
         var n = 0
         sinks.forEach { id, sink in
             guard members?.contains(id) != true && id != excludeConnection && sink.mayAccess(room: room) else { return }
+            sink.enqueue(message)
+            flushLater(RoomMembers.Member(sink))
+            n += 1
+        }
+        recordDelivery(message, count: n)
+        return n
+    }
+
+    /// The user's sockets on this loop whose token allows `room`, members or not, but
+    /// `excludeConnection`.
+    @discardableResult
+    func deliver(user: String, _ message: OutboundMessage, allowedIn room: String, excludeConnection: ConnectionID?) -> Int {
+        eventLoop.preconditionInEventLoop()
+        guard let sinks = membership.users[user] else { return 0 }
+        var n = 0
+        sinks.forEach { id, sink in
+            guard id != excludeConnection && sink.mayAccess(room: room) else { return }
             sink.enqueue(message)
             flushLater(RoomMembers.Member(sink))
             n += 1

@@ -24,6 +24,7 @@ public struct OutboundMessage: Sendable {
         var attachments: [ByteBuffer] = []
         var origin: String?
         var skipMembersOf: String?
+        var allowedIn: String?
 
         init(bytes: ByteBuffer, coalescingKey: CoalescingKey?, durable: Bool) {
             self.bytes = bytes
@@ -40,6 +41,7 @@ public struct OutboundMessage: Sendable {
             box.attachments = attachments
             box.origin = origin
             box.skipMembersOf = skipMembersOf
+            box.allowedIn = allowedIn
             return box
         }
     }
@@ -122,6 +124,12 @@ public struct OutboundMessage: Sendable {
         get { box.skipMembersOf }
         set { unique.skipMembersOf = newValue }
     }
+    /// A user-stream event (a receipt to its author's devices only) for the user's sockets that
+    /// may see this room, members or not: live delivery and replays hold to it.
+    public var allowedIn: String? {
+        get { box.allowedIn }
+        set { unique.allowedIn = newValue }
+    }
 
     /// Bytes a socket holds for this message (the outbound queue's measure).
     public var byteCount: Int {
@@ -141,6 +149,7 @@ public struct OutboundMessage: Sendable {
         box.label = publication.label
         box.origin = publication.origin
         box.skipMembersOf = publication.skipMembersOf
+        box.allowedIn = publication.allowedIn
         self.box = box
         self.stamp = position.map { RecoveryStamp(position: $0) }
     }
@@ -150,7 +159,7 @@ public struct OutboundMessage: Sendable {
         let box = self.box
         return Publication(
             packet: box.bytes, attachments: box.attachments, label: box.label, coalescingKey: box.coalescingKey, durable: box.durable,
-            origin: box.origin, skipMembersOf: box.skipMembersOf)
+            origin: box.origin, skipMembersOf: box.skipMembersOf, allowedIn: box.allowedIn)
     }
 
     /// This message at its stream position (`nil`: as it is).

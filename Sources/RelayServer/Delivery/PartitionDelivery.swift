@@ -6,4 +6,6 @@ enum PartitionDelivery: Sendable {
     case room(String, OutboundMessage, excludeConnection: ConnectionID?, excludeUser: String?)
     case user(String, OutboundMessage)
     case userOutsideRoom(String, OutboundMessage, room: String, excludeConnection: ConnectionID?)
+    /// The user's sockets allowed the room, members or not (a receipt to its author's devices).
+    case userAllowedIn(String, OutboundMessage, room: String, excludeConnection: ConnectionID?)
 }

@@ -2,13 +2,21 @@ import RelayBackends
 import RelayCore
 
 /// Committed receipts: to the room, and to the devices of each message's author outside the
-/// room (and allowed it), each socket once.
+/// room (and allowed it), each socket once (`ReceiptAudience.room`); or to the authors' devices
+/// and the reader's other devices only (`.devices`).
 extension Publisher {
     /// Forwards a committed receipt to its room and to the devices of the message's author
     /// whose token allows the room, the author's devices outside the room included (each
     /// socket gets it once): one publish to the room's stream, one to the author's. The author
     /// id is the sender's claim: a device that may not see the room never gets it.
-    func publishReceipt(_ receipt: Receipt, excludeConnection: ConnectionID?) {
+    func publishReceipt(_ receipt: Receipt, audience: ReceiptAudience = .room, excludeConnection: ConnectionID?) {
+        if audience == .devices {
+            let payload = receipt.json.setting("from", to: .string(receipt.userID))
+            return publishToDevices(
+                receipt.kind.policy, payload: payload, room: receipt.room, authors: [receipt.authorID], reader: receipt.userID,
+                excludeConnection: excludeConnection
+            ) { _ in payload }
+        }
         let event = receipt.kind.policy
         let room = roomAudience(receipt.room, excludeConnection: excludeConnection, origin: nil)
         let author = userAudience(receipt.authorID)
@@ -36,16 +44,21 @@ extension Publisher {
     /// Forwards committed receipts of one batch, grouped: one `{room, from, items}` event to the
     /// room, and to each author's devices outside the room (and allowed it) the items of that
     /// author's messages.
-    func publishReceipts(_ receipts: [Receipt], room: String, kind: ReceiptKind, from user: String, excludeConnection: ConnectionID?) {
+    func publishReceipts(_ receipts: [Receipt], room: String, kind: ReceiptKind, from user: String, audience: ReceiptAudience = .room, excludeConnection: ConnectionID?) {
         let byAuthor = Dictionary(grouping: receipts, by: \.authorID)
+        func payload(_ items: [Receipt]) -> JSONValue {
+            .object([("room", .string(room)), ("from", .string(user)), ("kind", .string(kind.rawValue)), ("items", .array(items.map(\.json)))])
+        }
+        if audience == .devices {
+            return publishToDevices(
+                kind.policy, payload: payload(receipts), room: room, authors: Array(byAuthor.keys), reader: user, excludeConnection: excludeConnection
+            ) { author in payload(byAuthor[author] ?? []) }
+        }
         // Every member counts here (the excluded sender included); its sid is still the origin.
         let roomAudience = roomAudience(room, excludeConnection: nil, origin: excludeConnection.flatMap(registry.sid(of:)))
         let authors = byAuthor.keys.map { author in (author, registry.connections(of: author).partitions) }
         let event = kind.policy
         let recoverable = broker.keepsHistory
-        func payload(_ items: [Receipt]) -> JSONValue {
-            .object([("room", .string(room)), ("from", .string(user)), ("kind", .string(kind.rawValue)), ("items", .array(items.map(\.json)))])
-        }
         var encoded = makeMessage(event, payload(receipts), deflateClients: roomAudience.clients.deflate)
         encoded.origin = roomAudience.origin
         let roomMessage = encoded
@@ -63,6 +76,31 @@ extension Publisher {
                 let stamped = withOffsetVariant(authorMessage.at(.user(author), offset), clients: roomAudience.clients)
                 let loops = offset == nil ? partitions : registry.connections(of: author).partitions
                 deliver(user: author, stamped, partitions: loops, skipMembersOf: room, excludeConnection: excludeConnection)
+            }
+        }
+    }
+
+    /// `ReceiptAudience.devices`: to each author's sockets allowed the room (`payload(author)`:
+    /// the items of that author's messages), and the whole `payload` to the reader's other
+    /// sockets allowed it; on their user streams, so every node and a recovering device get it.
+    /// A reader who is also an author gets the whole payload once.
+    private func publishToDevices(
+        _ event: EventPolicy, payload: JSONValue, room: String, authors: [String], reader: String, excludeConnection: ConnectionID?,
+        _ forAuthor: (String) -> JSONValue
+    ) {
+        let recoverable = broker.keepsHistory
+        let origin = excludeConnection.flatMap(registry.sid(of:))
+        for user in Set(authors + [reader]) {
+            let audience = userAudience(user)
+            if audience.recipients == 0 && !recoverable && !broker.crossesNodes { continue }
+            var message = makeMessage(event, user == reader ? payload : forAuthor(user), deflateClients: audience.clients.deflate)
+            message.origin = origin
+            message.allowedIn = room
+            let sent = message
+            broker.publish(sent.publication, to: .user(user), routing: Routing(allowedIn: room), recoverable: recoverable) { [self] offset in
+                let stamped = withOffsetVariant(sent.at(.user(user), offset), clients: audience.clients)
+                let partitions = offset == nil ? audience.partitions : registry.connections(of: user).partitions
+                deliver(user: user, stamped, partitions: partitions, skipMembersOf: nil, allowedIn: room, excludeConnection: excludeConnection)
             }
         }
     }

@@ -172,11 +172,15 @@ public final class Publisher: BrokerSubscriber {
 
     /// One hop per partition to the user's sockets (those not in `skipMembersOf` and allowed it,
     /// for receipts).
-    func deliver(user: String, _ message: OutboundMessage, partitions: [Int], skipMembersOf room: String?, excludeConnection: ConnectionID?) {
+    func deliver(
+        user: String, _ message: OutboundMessage, partitions: [Int], skipMembersOf room: String?, allowedIn: String? = nil, excludeConnection: ConnectionID?
+    ) {
         let message = message.withFrames()
         let delivery: PartitionDelivery =
             if let room {
                 .userOutsideRoom(user, message, room: room, excludeConnection: excludeConnection)
+            } else if let allowedIn {
+                .userAllowedIn(user, message, room: allowedIn, excludeConnection: excludeConnection)
             } else {
                 .user(user, message)
             }
@@ -228,7 +232,9 @@ public final class Publisher: BrokerSubscriber {
         case .user(let user):
             let audience = userAudience(user)
             message = withOffsetVariant(message, clients: audience.clients)
-            deliver(user: user, message, partitions: audience.partitions, skipMembersOf: routing.skipMembersOf, excludeConnection: exclude)
+            deliver(
+                user: user, message, partitions: audience.partitions, skipMembersOf: routing.skipMembersOf, allowedIn: routing.allowedIn,
+                excludeConnection: exclude)
         }
     }
 }
