@@ -278,6 +278,7 @@ public final class RelayServer: Sendable {
         }
         context.logger.info("drained sockets", metadata: ["count": "\(drained)"])
         hub.endPresenceHolds()
+        context.receiptServices.flushWindows()
         replicator?.stop()
         // Webhooks for the sockets just closed (and this node's leftovers) go out first.
         await hub.backends.webhooks?.shutdown(deadline: max(NIODeadline.now() + .seconds(1), min(deadline, NIODeadline.now() + .seconds(5))))

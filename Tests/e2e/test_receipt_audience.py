@@ -58,3 +58,22 @@ async def test_read_receipts_to_devices_across_nodes(tmp_path, redis_server):  #
     finally:
         for n in nodes:
             n.stop()
+
+
+@async_test
+async def test_a_receipt_window_coalesces_every_reader_of_a_room(start_relay):
+    """`--receipt-window-ms 300`: two readers' receipts within the window reach the room as one
+    batch event carrying both items (each with its reader), after the acks."""
+    relay = start_relay("--receipt-window-ms", "300")
+    async with Clients() as c:
+        alice = await c.connect(relay, "alice")
+        bob = await c.connect(relay, "bob")
+        carol = await c.connect(relay, "carol")
+        for member in (alice, bob, carol):
+            await member.join(ROOM)
+        await bob.ok("message:read", {"room": ROOM, "messageId": "m1", "authorId": "alice"})
+        await carol.ok("message:read", {"room": ROOM, "messageId": "m1", "authorId": "alice"})
+        batch = await alice.expect("message:read", room=ROOM, kind="read")
+        assert "from" not in batch and sorted(i["userId"] for i in batch["items"]) == ["bob", "carol"], batch
+        await asyncio.sleep(QUIET_S)
+        assert len(alice.events("message:read")) == 1, alice.history

@@ -15,6 +15,8 @@ public struct ReceiptSettings: Sendable, Equatable {
     public var maxPendingPerConnection = 0
     /// Who gets each kind's forward: the room, or the authors' and the reader's devices.
     public var audiences = ReceiptAudiences(delivered: .room, read: .room)
+    /// Forwards coalesced per room and kind over this window (ms); 0: each commit's at once.
+    public var forwardWindowMs: Int64 = 0
 
     public init() {}
 }

@@ -70,6 +70,10 @@ extension ConfigurationLoader {
             $0.receipts.perUser = .init(perSecond: $1, burst: $1 * 2)
         },
         .int("max-pending-receipts", 256, min: 1, "receipts of one connection awaiting commit; more: `rate_limited`") { $0.receipts.maxPendingPerConnection = $1 },
+        .int("receipt-window-ms", 0,
+             "coalesce receipt forwards per room and kind over this window: one batch event `{room, kind, items}` for every reader in it (`from` only when there is one reader), at most 100 items, instead of one per commit; 0: each commit's at once (PROTOCOL §4)") {
+            $0.receipts.forwardWindowMs = Int64($1)
+        },
         .list("receipt-audience", default: "delivered=room,read=room",
               "who gets a committed receipt's forward, per kind `KIND=AUDIENCE` (KIND `delivered` or `read`): `room`, every socket of the room but the sender's and the authors' devices outside it; or `devices`, only the authors' devices and the reader's other devices (PROTOCOL §4)") { c, specs in
             specs.compactMap { (spec: String) -> String? in

@@ -47,8 +47,7 @@ final class SocketReceipts {
         let store = try admit(count: receipts.count, room: room, user: user, for: socket)
         pending += receipts.count
         let me = NIOLoopBound(self, eventLoop: socket.eventLoop)
-        let (publisher, connection, count) = (services.publisher, socket.connectionID, receipts.count)
-        let audience = services.settings.audiences[kind]
+        let (services, connection, count) = (services, socket.connectionID, receipts.count)
         let update = store.recordAll(receipts, on: socket.eventLoop).map { recorded -> SocketUpdate in
             me.value.pending -= count
             var update = SocketUpdate(flush: .soon)
@@ -58,9 +57,7 @@ final class SocketReceipts {
             }
             let new = recorded.filter(\.isNew).map(\.receipt)
             if !new.isEmpty {
-                update.afterReply = {
-                    publisher.publishReceipts(new, room: room, kind: kind, from: user.userID, audience: audience, excludeConnection: connection)
-                }
+                update.afterReply = { services.forward(batch: new, room: room, kind: kind, from: user.userID, excludeConnection: connection) }
             }
             return update
         }.recover { _ in

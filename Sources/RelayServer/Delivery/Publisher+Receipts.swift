@@ -12,10 +12,9 @@ extension Publisher {
     func publishReceipt(_ receipt: Receipt, audience: ReceiptAudience = .room, excludeConnection: ConnectionID?) {
         if audience == .devices {
             let payload = receipt.json.setting("from", to: .string(receipt.userID))
-            return publishToDevices(
-                receipt.kind.policy, payload: payload, room: receipt.room, authors: [receipt.authorID], reader: receipt.userID,
-                excludeConnection: excludeConnection
-            ) { _ in payload }
+            return publishToDevices(receipt.kind.policy, room: receipt.room, users: [receipt.authorID, receipt.userID], excludeConnection: excludeConnection) { _ in
+                payload
+            }
         }
         let event = receipt.kind.policy
         let room = roomAudience(receipt.room, excludeConnection: excludeConnection, origin: nil)
@@ -41,18 +40,24 @@ extension Publisher {
         }
     }
 
-    /// Forwards committed receipts of one batch, grouped: one `{room, from, items}` event to the
-    /// room, and to each author's devices outside the room (and allowed it) the items of that
-    /// author's messages.
-    func publishReceipts(_ receipts: [Receipt], room: String, kind: ReceiptKind, from user: String, audience: ReceiptAudience = .room, excludeConnection: ConnectionID?) {
+    /// Forwards committed receipts of one batch (or of one coalescing window), grouped: one
+    /// `{room, from, kind, items}` event to the room, and to each author's devices outside the
+    /// room (and allowed it) the items of that author's messages. `from`: the reader, `nil` when
+    /// the items have several (each item names its own, `userId`).
+    func publishReceipts(
+        _ receipts: [Receipt], room: String, kind: ReceiptKind, from user: String?, audience: ReceiptAudience = .room, excludeConnection: ConnectionID?
+    ) {
         let byAuthor = Dictionary(grouping: receipts, by: \.authorID)
         func payload(_ items: [Receipt]) -> JSONValue {
-            .object([("room", .string(room)), ("from", .string(user)), ("kind", .string(kind.rawValue)), ("items", .array(items.map(\.json)))])
+            let from: [(String, JSONValue)] = user.map { [("from", .string($0))] } ?? []
+            return .object([("room", .string(room))] + from + [("kind", .string(kind.rawValue)), ("items", .array(items.map(\.json)))])
         }
         if audience == .devices {
-            return publishToDevices(
-                kind.policy, payload: payload(receipts), room: room, authors: Array(byAuthor.keys), reader: user, excludeConnection: excludeConnection
-            ) { author in payload(byAuthor[author] ?? []) }
+            // Each author gets the items of its messages, each reader the items it sent.
+            let users = Set(receipts.flatMap { [$0.authorID, $0.userID] })
+            return publishToDevices(kind.policy, room: room, users: users, excludeConnection: excludeConnection) { u in
+                payload(receipts.filter { $0.authorID == u || $0.userID == u })
+            }
         }
         // Every member counts here (the excluded sender included); its sid is still the origin.
         let roomAudience = roomAudience(room, excludeConnection: nil, origin: excludeConnection.flatMap(registry.sid(of:)))
@@ -80,20 +85,18 @@ extension Publisher {
         }
     }
 
-    /// `ReceiptAudience.devices`: to each author's sockets allowed the room (`payload(author)`:
-    /// the items of that author's messages), and the whole `payload` to the reader's other
-    /// sockets allowed it; on their user streams, so every node and a recovering device get it.
-    /// A reader who is also an author gets the whole payload once.
+    /// `ReceiptAudience.devices`: to each of `users`' sockets allowed the room (the authors and
+    /// the readers; `payload(user)`: the items that concern that user), but the sending socket;
+    /// on their user streams, so every node and a recovering device get it. Each user once.
     private func publishToDevices(
-        _ event: EventPolicy, payload: JSONValue, room: String, authors: [String], reader: String, excludeConnection: ConnectionID?,
-        _ forAuthor: (String) -> JSONValue
+        _ event: EventPolicy, room: String, users: Set<String>, excludeConnection: ConnectionID?, _ payload: (String) -> JSONValue
     ) {
         let recoverable = broker.keepsHistory
         let origin = excludeConnection.flatMap(registry.sid(of:))
-        for user in Set(authors + [reader]) {
+        for user in users.sorted() {
             let audience = userAudience(user)
             if audience.recipients == 0 && !recoverable && !broker.crossesNodes { continue }
-            var message = makeMessage(event, user == reader ? payload : forAuthor(user), deflateClients: audience.clients.deflate)
+            var message = makeMessage(event, payload(user), deflateClients: audience.clients.deflate)
             message.origin = origin
             message.allowedIn = room
             let sent = message
