@@ -27,8 +27,7 @@ public struct ReceiptForwardWindows: Sendable {
     public let windowMs: Int64
     public let maxItems: Int
     private var open: [Key: (until: Int64, receipts: [Receipt])] = [:]
-    private var deadlines: [(until: Int64, key: Key)] = []
-    private var head = 0
+    private var deadlines = DeadlineQueue<Key>()
 
     public init(windowMs: Int64, maxItems: Int) {
         self.windowMs = max(1, windowMs)
@@ -40,13 +39,7 @@ public struct ReceiptForwardWindows: Sendable {
 
     /// The earliest deadline of an open window.
     public var nextDeadline: Int64? {
-        var i = head
-        while i < deadlines.count {
-            let d = deadlines[i]
-            if open[d.key]?.until == d.until { return d.until }
-            i += 1
-        }
-        return nil
+        deadlines.pending.first { open[$0.element]?.until == $0.until }?.until
     }
 
     /// Adds committed receipts of one room and kind. Returns the windows to flush now (those
@@ -58,7 +51,7 @@ public struct ReceiptForwardWindows: Sendable {
         while !rest.isEmpty {
             var window = open.removeValue(forKey: key) ?? {
                 let until = now + windowMs
-                deadlines.append((until, key))
+                deadlines.append(key, until: until)
                 return (until: until, receipts: [])
             }()
             let space = maxItems - window.receipts.count
@@ -75,34 +68,20 @@ public struct ReceiptForwardWindows: Sendable {
 
     /// The windows due at `now`, in the order they opened.
     public mutating func due(now: Int64) -> [Flush] {
-        var out: [Flush] = []
-        while head < deadlines.count, deadlines[head].until <= now {
-            let d = deadlines[head]
-            head += 1
-            if let window = open[d.key], window.until == d.until {
-                open[d.key] = nil
-                out.append(Flush(room: d.key.room, kind: d.key.kind, receipts: window.receipts))
-            }
-        }
-        if head == deadlines.count {
-            deadlines.removeAll(keepingCapacity: deadlines.count <= 1024)
-            head = 0
-        } else if head >= 1024 && head * 2 >= deadlines.count {
-            deadlines.removeFirst(head)
-            head = 0
-        }
-        return out
+        take(deadlines.popDue(now: now))
     }
 
     /// Every open window, due or not (shutdown).
     public mutating func all() -> [Flush] {
-        let out = deadlines[head...].compactMap { d -> Flush? in
-            guard let window = open[d.key], window.until == d.until else { return nil }
-            open[d.key] = nil
-            return Flush(room: d.key.room, kind: d.key.kind, receipts: window.receipts)
+        take(deadlines.popAll())
+    }
+
+    /// The windows still open at these deadlines (a window flushed early left its deadline).
+    private mutating func take(_ due: [(until: Int64, element: Key)]) -> [Flush] {
+        due.compactMap { d -> Flush? in
+            guard let window = open[d.element], window.until == d.until else { return nil }
+            open[d.element] = nil
+            return Flush(room: d.element.room, kind: d.element.kind, receipts: window.receipts)
         }
-        deadlines = []
-        head = 0
-        return out
     }
 }

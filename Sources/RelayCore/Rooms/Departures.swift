@@ -19,48 +19,30 @@ public struct Departures: Sendable {
         }
     }
 
-    private var queue: [Departure] = []
-    /// The first departure still queued: taken ones are dropped in batches, not one by one.
-    private var head = 0
+    private var queue = DeadlineQueue<Departure>()
 
     public init() {}
 
-    public var count: Int { queue.count - head }
+    public var count: Int { queue.count }
 
     /// The earliest deadline queued.
-    public var nextDeadline: Int64? { head < queue.count ? queue[head].until : nil }
+    public var nextDeadline: Int64? { queue.pending.first?.until }
 
     /// Queues a departure. Deadlines come in order (one grace, a monotonic clock); one that
     /// does not is queued after the last anyway, ending a little late rather than never.
     public mutating func append(_ departure: Departure) {
         var d = departure
-        if let last = queue.last, head < queue.count, last.until > d.until { d.until = last.until }
-        queue.append(d)
+        if let last = queue.lastDeadline, last > d.until { d.until = last }
+        queue.append(d, until: d.until)
     }
 
     /// Takes the departures due at `now`, in order.
     public mutating func due(now: Int64) -> [Departure] {
-        var out: [Departure] = []
-        while head < queue.count, queue[head].until <= now {
-            out.append(queue[head])
-            head += 1
-        }
-        if head == queue.count {
-            queue.removeAll(keepingCapacity: queue.count <= 1024)
-            head = 0
-        } else if head >= 1024 && head * 2 >= queue.count {
-            queue.removeFirst(head)
-            head = 0
-        }
-        return out
+        queue.popDue(now: now).map(\.element)
     }
 
     /// Takes every departure, due or not (shutdown).
     public mutating func all() -> [Departure] {
-        defer {
-            queue = []
-            head = 0
-        }
-        return Array(queue[head...])
+        queue.popAll().map(\.element)
     }
 }
