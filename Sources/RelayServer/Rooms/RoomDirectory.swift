@@ -113,10 +113,6 @@ public final class RoomDirectory: Sendable {
         rooms.stripe(for: room).withLockedValue { $0.presence(room: room) }
     }
 
-    func devices(room: String, user: String) -> Int {
-        rooms.stripe(for: room).withLockedValue { $0.devices(room: room, user: user) }
-    }
-
     /// The loops that hold members of `room`, and how many members it has, less `excluded`
     /// when it is one: what a publish needs, under one lock.
     func audience(room: String, excluding excluded: ConnectionID?) -> (partitions: [Int], recipients: Int) {
