@@ -16,8 +16,8 @@ public struct WebSocketFrameScanner: Sendable {
 
     /// Largest payload a single frame may declare.
     public var limit: UInt64
-    /// Header bytes of the frame being read (at most 14).
-    private var header: [UInt8] = []
+    /// Header bytes of the frame being read.
+    private var header = WebSocketHeaderBytes()
     /// Payload bytes still to skip before the next header starts.
     private var remaining: UInt64 = 0
     /// The frame being skipped is a close frame (opcode 8).
@@ -28,7 +28,6 @@ public struct WebSocketFrameScanner: Sendable {
 
     public init(limit: Int) {
         self.limit = UInt64(clamping: max(0, limit))
-        header.reserveCapacity(14)
     }
 
     /// Feeds the next bytes of the stream.
@@ -44,44 +43,16 @@ public struct WebSocketFrameScanner: Sendable {
                 if remaining == 0, inClose { sawClose = true }
                 continue
             }
-            header.append(bytes[index])
+            let complete = header.append(bytes[index])
             index = bytes.index(after: index)
-            guard let needed = Self.headerLength(header), header.count == needed else { continue }
-            let length = Self.payloadLength(header)
-            inClose = header[0] & 0x0F == 0x8
-            header.removeAll(keepingCapacity: true)
+            guard complete else { continue }
+            let length = header.payloadLength
+            inClose = header.opcode == 0x8
+            header.reset()
             if length > limit { return .tooLarge(declared: length) }
             remaining = length
             if length == 0, inClose { sawClose = true }
         }
         return .ok
-    }
-
-    /// The full header length once the first two bytes are known (2, 4 or 10, plus 4 for the
-    /// mask key); `nil` before that.
-    static func headerLength(_ header: [UInt8]) -> Int? {
-        guard header.count >= 2 else { return nil }
-        let masked = header[1] & 0x80 != 0
-        let base: Int
-        switch header[1] & 0x7F {
-        case 126: base = 4
-        case 127: base = 10
-        default: base = 2
-        }
-        return base + (masked ? 4 : 0)
-    }
-
-    /// The declared payload length of a complete header.
-    static func payloadLength(_ header: [UInt8]) -> UInt64 {
-        switch header[1] & 0x7F {
-        case 126:
-            return UInt64(header[2]) << 8 | UInt64(header[3])
-        case 127:
-            var value: UInt64 = 0
-            for byte in header[2..<10] { value = value << 8 | UInt64(byte) }
-            return value
-        case let short:
-            return UInt64(short)
-        }
     }
 }

@@ -12,10 +12,10 @@ public struct WebSocketTextValidator: Sendable {
         case invalidUTF8
     }
 
-    private var header: [UInt8] = []
+    private var header = WebSocketHeaderBytes()
     private var remaining: UInt64 = 0
     private var mask: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
-    private var maskIndex = 0
+    private var maskIndex: UInt8 = 0
     /// The frame being read carries text to validate.
     private var validating = false
     /// The frame being read is the message's last (FIN on a data frame).
@@ -24,9 +24,7 @@ public struct WebSocketTextValidator: Sendable {
     private var textMessage = false
     private var utf8 = UTF8Decoder()
 
-    public init() {
-        header.reserveCapacity(14)
-    }
+    public init() {}
 
     /// Feeds the next bytes of the stream.
     public mutating func scan(_ bytes: UnsafeRawBufferPointer) -> Verdict {
@@ -48,9 +46,9 @@ public struct WebSocketTextValidator: Sendable {
                 if remaining == 0, let verdict = frameEnded(), verdict != .ok { return verdict }
                 continue
             }
-            header.append(bytes[index])
+            let complete = header.append(bytes[index])
             index += 1
-            guard let needed = WebSocketFrameScanner.headerLength(header), header.count == needed else { continue }
+            guard complete else { continue }
             startFrame()
             if remaining == 0, let verdict = frameEnded(), verdict != .ok { return verdict }
         }
@@ -68,19 +66,15 @@ public struct WebSocketTextValidator: Sendable {
     }
 
     private mutating func startFrame() {
-        let first = header[0]
-        let opcode = first & 0x0F
+        let first = header.first
+        let opcode = header.opcode
         let fin = first & 0x80 != 0
         let compressed = first & 0x40 != 0
-        remaining = WebSocketFrameScanner.payloadLength(header)
-        if header[1] & 0x80 != 0 {
-            let k = header.count - 4
-            mask = (header[k], header[k + 1], header[k + 2], header[k + 3])
-        } else {
-            mask = (0, 0, 0, 0)  // unmasked: the frame reader refuses it anyway
-        }
+        remaining = header.payloadLength
+        // Unmasked: all zero (the frame reader refuses such a frame anyway).
+        mask = header.maskKey
         maskIndex = 0
-        header.removeAll(keepingCapacity: true)
+        header.reset()
         switch opcode {
         case 0x1:
             textMessage = !compressed
@@ -115,7 +109,7 @@ public struct WebSocketTextValidator: Sendable {
 /// above U+10FFFF.
 struct UTF8Decoder: Sendable {
     /// Continuation bytes still expected for the current character.
-    private var needed = 0
+    private var needed: UInt8 = 0
     /// Bounds of the next continuation byte (narrower right after some lead bytes).
     private var lower: UInt8 = 0x80
     private var upper: UInt8 = 0xBF
