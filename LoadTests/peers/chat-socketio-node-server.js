@@ -19,6 +19,14 @@
 //   the user's first connect / last disconnect.
 // No rate limits, no history, no recovery, no backpressure limits beyond the libraries'.
 //
+// Relay's #42 semantics, so both servers can be given the same (both off by default, as before):
+// - RECEIPT_AUDIENCE=devices (Relay `--receipt-audience delivered=devices,read=devices`): a new
+//   receipt goes to each author's devices (the items of its messages) and the reader's other
+//   devices (all items), each only if its token allows the room; the other members get nothing.
+// - PRESENCE_GRACE_MS=N (Relay `--presence-grace-ms N`): a user whose last socket drops and who
+//   is back within N ms causes no `presence:leave`/`presence:join`; otherwise the leave is sent
+//   at the deadline.
+//
 // Usage: RELAY_JWT_SECRET=… NODE_PATH=/path/to/node_modules node chat-socketio-node-server.js PORT
 //        (listens on 127.0.0.1 only)
 'use strict';
@@ -32,6 +40,13 @@ if (Buffer.byteLength(SECRET) < 32) {
   process.exit(2);
 }
 const port = Number(process.argv[2] || 8085);
+const AUDIENCE = process.env.RECEIPT_AUDIENCE || 'room';
+const GRACE_MS = Number(process.env.PRESENCE_GRACE_MS || 0);
+if (AUDIENCE !== 'room' && AUDIENCE !== 'devices') {
+  console.error('RECEIPT_AUDIENCE must be room or devices');
+  process.exit(2);
+}
+const departing = new Map(); // user -> {rooms, timer}: last socket dropped, inside the grace
 
 const devices = new Map(); // user -> Set of socket ids
 const receipts = new Map(); // `${messageId}\0${user}\0${kind}` -> cursor
@@ -92,7 +107,14 @@ io.on('connection', (socket) => {
   if (first) devices.set(user, (sids = new Set()));
   sids.add(socket.id);
   const ts = Date.now();
-  for (const room of rooms) if (first) io.to(room).emit('presence:join', { room, user, from: user, ts });
+  // Back within the grace: the rooms still held say nothing; the others are left now.
+  const held = first ? departing.get(user) : undefined;
+  if (held) {
+    clearTimeout(held.timer);
+    departing.delete(user);
+    for (const room of held.rooms) if (!rooms.has(room)) io.to(room).emit('presence:leave', { room, user, from: user, ts });
+  }
+  for (const room of rooms) if (first && !(held && held.rooms.has(room))) io.to(room).emit('presence:join', { room, user, from: user, ts });
   socket.join([...rooms]);
 
   const memberRoom = (data) => (data && typeof data === 'object' && rooms.has(data.room) ? data.room : null);
@@ -101,8 +123,16 @@ io.on('connection', (socket) => {
     sids.delete(socket.id);
     if (sids.size > 0) return;
     devices.delete(user);
-    const ts = Date.now();
-    for (const room of rooms) socket.to(room).emit('presence:leave', { room, user, from: user, ts });
+    const leave = () => {
+      const ts = Date.now();
+      for (const room of rooms) io.to(room).emit('presence:leave', { room, user, from: user, ts });
+    };
+    if (GRACE_MS <= 0) return leave();
+    const timer = setTimeout(() => {
+      departing.delete(user);
+      leave();
+    }, GRACE_MS);
+    departing.set(user, { rooms, timer });
   });
 
   socket.on('room:join', (data, ack) => {
@@ -152,9 +182,30 @@ io.on('connection', (socket) => {
         }
         acked.push({ messageId, id });
       }
-      if (fresh.length) socket.to(room).emit(`message:${kind}`, { room, from: user, kind, items: fresh });
+      if (fresh.length) forward(kind, room, fresh);
       reply(ack, single ? { ok: true, id: acked[0].id } : { ok: true, items: acked });
     });
+  }
+
+  // A new receipt batch to its audience (see RECEIPT_AUDIENCE above).
+  function forward(kind, room, fresh) {
+    const event = `message:${kind}`;
+    if (AUDIENCE === 'room') return socket.to(room).emit(event, { room, from: user, kind, items: fresh });
+    const mayAccess = (id) => {
+      const other = io.sockets.sockets.get(id);
+      return id !== socket.id && other !== undefined && allows(other.data.allowed, room);
+    };
+    const byAuthor = new Map();
+    for (const r of fresh) {
+      if (!byAuthor.has(r.authorId)) byAuthor.set(r.authorId, []);
+      byAuthor.get(r.authorId).push(r);
+    }
+    for (const [author, items] of byAuthor) {
+      const targets = [...(devices.get(author) || [])].filter(mayAccess);
+      if (targets.length) io.to(targets).emit(event, { room, from: user, kind, items });
+    }
+    const mine = [...sids].filter(mayAccess);
+    if (mine.length) io.to(mine).emit(event, { room, from: user, kind, items: fresh });
   }
 
   // Any other event (the chat messages): to the room but the sender.
