@@ -58,6 +58,9 @@ class RelayProcess:
             # test_presence_grace.py, run on the default): a disconnect's leave and offline
             # webhook are then seen at once rather than `presence-grace-ms` (5 s) later.
             *([] if "--presence-grace-ms" in self.extra_args else ["--presence-grace-ms", "0"]),
+            # Two event loops unless a test sets them: the default on a 2-core machine is one,
+            # and the hand-off between loops (a room's members on both) must stay under test.
+            *([] if "--threads" in self.extra_args else ["--threads", "2"]),
             *self.extra_args,
         ]
 

@@ -20,7 +20,7 @@ extension ConfigurationLoader {
         .text("admin-key", unset: "dev mode", secret: true, minLength: 16, "bearer key of the admin API, at least 16 characters") { $0.auth.adminKey = $1 },
         .text("db", default: "relay.sqlite", "SQLite file for delivery receipts, created on first start") { $0.receipts.databasePath = $1 },
         .int("receipts-retention-days", 30, "delete older receipts in the background, days (0 keeps them)") { $0.receipts.retentionDays = $1 > 0 ? $1 : nil },
-        .int("threads", nil, min: 1, unset: "cores", "event loop threads") { $0.listener.eventLoopThreads = $1 },
+        .int("threads", nil, min: 1, unset: "cores - 1 (at least 1)", "event loop threads") { $0.listener.eventLoopThreads = $1 },
         .int("ping-interval", 25_000, min: 1, "Engine.IO `pingInterval`, ms") { $0.engine.pingIntervalMs = $1 },
         .int("ping-timeout", 20_000, min: 1, "Engine.IO `pingTimeout`, ms") { $0.engine.pingTimeoutMs = $1 },
         .int("max-payload", 1_000_000, min: 16, "largest inbound message, bytes (close 1009 beyond)") { $0.engine.maxPayload = $1 },
