@@ -8,6 +8,7 @@ final class ChatLoop: @unchecked Sendable {
     let loop: any EventLoop
     let options: ChatOptions
     let stats = ChatStats()
+    let storm = StormStats()
     private let connectors: [Connector]
     private let sourceIP: @Sendable (Int) -> String?
     private(set) var users: [ChatUser] = []
@@ -76,6 +77,11 @@ final class ChatLoop: @unchecked Sendable {
             stats.reconnectsDone += 1
             stats.reconnectTime.record((now &- c.startedAt) / 1000)
         }
+        if d.droppedAt != 0 {
+            storm.back(droppedAt: d.droppedAt, now: now)
+            d.droppedAt = 0
+        }
+        d.failedTries = 0
     }
 
     func closed(_ c: ChatConnection) {
@@ -85,11 +91,22 @@ final class ChatLoop: @unchecked Sendable {
         }
         let d = c.device
         guard d.connection === c else { return }
-        offline(d, now: monotonicNanos())
+        let now = monotonicNanos()
+        offline(d, now: now)
         stats.errors["unexpected_close", default: 0] += 1
         stats.errors["acks_lost_to_unexpected_close", default: 0] += c.unansweredInWindow
+        if d.droppedAt == 0 {
+            d.droppedAt = now
+            storm.dropped(at: now)
+        }
         // An app reconnects by itself.
-        if reconnecting { later(.reconnect(device: Int32(d.local)), after: options.offlineMs) }
+        d.failedTries = 0
+        if reconnecting { later(.reconnect(device: Int32(d.local)), after: reconnectDelay(d)) }
+    }
+
+    /// Milliseconds before `d`'s next try, by `--backoff`.
+    private func reconnectDelay(_ d: ChatDevice) -> Double {
+        options.backoff.delayMs(attempt: d.failedTries, offlineMs: options.offlineMs, unit: rng.unit())
     }
 
     // MARK: Arrivals
@@ -253,16 +270,22 @@ final class ChatLoop: @unchecked Sendable {
             guard !d.online, d.connection == nil else { return }
             d.reconnectCounted = inWindow(now)
             if d.reconnectCounted { stats.reconnectsStarted += 1 }
-            connect(d).whenFailure { [weak self] error in
+            let dropped = d.droppedAt != 0
+            connect(d).whenComplete { [weak self] result in
                 guard let self else { return }
                 let d = self.devices[Int(index)]
+                var failure: String?
+                if case .failure(let error) = result { failure = String(describing: error).prefix(60).description }
+                if dropped { self.storm.attempt(startedAt: now, now: monotonicNanos(), failure: failure) }
+                guard let failure else { return }
                 if d.reconnectCounted {
                     d.reconnectCounted = false
                     self.stats.reconnectFailures += 1
                 }
-                self.stats.errors["reconnect_failed[\(String(describing: error).prefix(60))]", default: 0] += 1
+                self.stats.errors["reconnect_failed[\(failure)]", default: 0] += 1
                 // Try again, as an app would.
-                if self.reconnecting { self.later(.reconnect(device: index), after: self.options.offlineMs) }
+                d.failedTries += 1
+                if self.reconnecting { self.later(.reconnect(device: index), after: self.reconnectDelay(d)) }
             }
         }
     }
@@ -336,6 +359,10 @@ final class ChatDevice {
     var intervals: [(UInt64, UInt64)] = []
     /// A reconnect of this socket started inside the window and is not done yet.
     var reconnectCounted = false
+    /// When the server dropped it (monotonic ns; 0: it is not away by the server's doing).
+    var droppedAt: UInt64 = 0
+    /// Tries that failed since it went away (the backoff's attempt number).
+    var failedTries = 0
     /// Index in its loop's `devices`.
     let local: Int
 

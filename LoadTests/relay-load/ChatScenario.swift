@@ -23,6 +23,8 @@ struct ChatOptions: ParsableArguments {
     var readDelayMs = 5000.0
     @Option(help: "Fraction of the sockets that disconnect and reconnect (re-auth, rejoin) per second.") var churn = 0.01
     @Option(name: .customLong("offline-ms"), help: "How long a churned socket stays away before it reconnects.") var offlineMs = 1000.0
+    @Option(help: "How a socket the server dropped comes back: fixed (after --offline-ms, again after each failed try) or socketio (socket.io-client's default reconnection: 1 s doubling to 5 s, ±50 % jitter). With drops, the report has storm_* lines.")
+    var backoff = ReconnectBackoff.fixed
     @Option(help: "Measured seconds.") var duration = 30.0
     @Option(help: "Unmeasured seconds before, with messages, typing, receipts and churn already running.") var warmup = 5.0
     @Option(help: "Seconds after the window for its messages and acks to arrive (nothing new is sent).") var drain = 1.0
@@ -140,16 +142,20 @@ struct ChatScenario: AsyncParsableCommand {
 
         // Collect, each loop's state read on its loop.
         let stats = ChatStats()
+        let storm = StormStats()
         var unanswered = 0
         var online: [Int: [(UInt64, UInt64)]] = [:]
         for app in apps {
             let box = UnsafeSendable(app)
-            let part = try await app.loop.submit { () -> UnsafeSendable<(ChatStats, Int, [(Int, [(UInt64, UInt64)])])> in
+            let part = try await app.loop.submit { () -> UnsafeSendable<(ChatStats, Int, [(Int, [(UInt64, UInt64)])], StormStats)> in
                 let copy = ChatStats()
                 copy.merge(box.value.stats)
-                return UnsafeSendable((copy, box.value.unansweredAcks, box.value.onlineIntervals()))
+                let stormCopy = StormStats()
+                stormCopy.merge(box.value.storm)
+                return UnsafeSendable((copy, box.value.unansweredAcks, box.value.onlineIntervals(), stormCopy))
             }.get().value
             stats.merge(part.0)
+            storm.merge(part.3)
             unanswered += part.1
             for (socket, intervals) in part.2 { online[socket] = intervals }
         }
@@ -222,6 +228,7 @@ struct ChatScenario: AsyncParsableCommand {
         report.add("reconnect_failures", stats.reconnectFailures)
         report.addLatency("reconnect", stats.reconnectTime)
         report.add("acks_lost_to_churn", stats.acksLostToChurn)
+        storm.report(into: &report)
         if let a = cpuStart, let b = cpuEnd {
             let user = b.user - a.user, system = b.system - a.system
             report.add("relay_cpu_seconds", Double(user + system) / 1e6, "s")
