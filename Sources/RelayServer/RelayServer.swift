@@ -170,7 +170,9 @@ public final class RelayServer: Sendable {
                 let isEngineIO = (path == "/socket.io/" || path == "/socket.io") && query["EIO"] == "4" && query["transport"] == "websocket" && upgradesKnownSession
                 // RFC 6455 §4.2.1: a GET over HTTP/1.1 or later (HTTP/1.0 and POST upgrades are refused).
                 let wellFormed = UpgradeRequestRules.isAcceptable(head)
-                guard admitted, originOK, wellFormed, isEcho || isEngineIO else {
+                // A new session while too many CONNECTs are pending: the router answers 503.
+                let busy = isEngineIO && query["sid"] == nil && relay.admission.pending.isFull
+                guard admitted, originOK, wellFormed, !busy, isEcho || isEngineIO else {
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
                 var headers = HTTPHeaders()

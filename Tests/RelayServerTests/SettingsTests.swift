@@ -56,6 +56,7 @@ final class SettingsTests: XCTestCase {
         XCTAssertEqual(c.recovery.historyLimits, HistoryLimits(maxEvents: 200, maxAgeMs: 120_000, maxBytes: 256 << 20, maxStreamBytes: 2 << 20))
         XCTAssertEqual(c.connections.maxLiveSharesPerConnection, 16)
         XCTAssertEqual(c.connections.maxConnectionsPerUser, 20)
+        XCTAssertEqual(c.connections.maxPendingConnects, 1_000)
         XCTAssertEqual(c.cluster.heartbeatMs, 2_000)
         var webhooks = WebhookSettings()
         (webhooks.batchSize, webhooks.flushMs, webhooks.queueSize, webhooks.queueBytes) = (100, 200, 10_000, 64 << 20)

@@ -52,11 +52,35 @@ final class ControlledReceiptStore: ReceiptStore, @unchecked Sendable {
     }
 }
 
+/// Token checks the test answers by hand: a CONNECT with the token `hold:<user>` waits here.
+final class HeldAuthentications: Sendable {
+    private let waiting = NIOLockedValueBox<[(user: String, promise: EventLoopPromise<Result<AuthenticatedUser, RelayError>>)]>([])
+
+    var count: Int { waiting.withLockedValue { $0.count } }
+
+    func wait(user: String, on loop: any EventLoop) -> EventLoopFuture<Result<AuthenticatedUser, RelayError>> {
+        let promise = loop.makePromise(of: Result<AuthenticatedUser, RelayError>.self)
+        waiting.withLockedValue { $0.append((user, promise)) }
+        return promise.futureResult
+    }
+
+    /// Answers the oldest held check: the user's token is valid, or refused with `error`.
+    func answerNext(refusing error: RelayErrorCode? = nil) {
+        let next = waiting.withLockedValue { $0.removeFirst() }
+        if let error {
+            next.promise.succeed(.failure(RelayError(error)))
+        } else {
+            next.promise.succeed(.success(AuthenticatedUser(userID: next.user, rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max)))
+        }
+    }
+}
+
 /// One relay hub on an `EmbeddedEventLoop` with sessions driven frame by frame.
 final class Harness {
     let loop = EmbeddedEventLoop()
     let clock = ManualClock()
     let store = ControlledReceiptStore()
+    let held = HeldAuthentications()
     let relay: RelayContext
     var configuration: RelayConfiguration
 
@@ -68,7 +92,9 @@ final class Harness {
         configure(&c)
         configuration = c
         let hub = Hub(eventLoops: [loop], configuration: c, clock: clock.relayClock, broker: broker?(c, clock.relayClock))
+        let held = self.held
         relay = RelayContext(configuration: c, hub: hub, receipts: store, logger: Logger(label: "test")) { token, loop in
+            if token.hasPrefix("hold:") { return held.wait(user: String(token.dropFirst(5)), on: loop) }
             let users: [String: AuthenticatedUser] = [
                 "alice": AuthenticatedUser(userID: "alice", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max),
                 "bob": AuthenticatedUser(userID: "bob", rooms: RoomAuthorization(patterns: ["conversation:*"]), expiresAt: .max),

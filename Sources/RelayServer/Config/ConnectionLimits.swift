@@ -4,6 +4,9 @@ public struct ConnectionLimits: Sendable, Equatable {
     public var maxConnections = 0
     public var maxConnectionsPerUser = 0
     public var maxConnectionsPerIP = 0
+    /// CONNECTs being set up past which new sessions are refused at their handshake
+    /// (`PendingConnects`); 0: no limit.
+    public var maxPendingConnects = 0
     /// Over this many queued bytes, coalescible events replace their older queued twin.
     public var outboundSoftLimitBytes = 256 * 1024
     /// Over this many queued bytes, the connection is closed (4008).

@@ -92,6 +92,8 @@ extension ConfigurationLoader {
         },
         .int("max-members-per-room", 10_000, min: 1, "members per room") { $0.events.maxMembersPerRoom = $1 },
         .int("max-connections", 100_000, min: 1, "connections in total") { $0.connections.maxConnections = $1 },
+        .int("max-pending-connects", 1_000, min: 0,
+             "CONNECTs being set up (a reconnect storm's queue) past which a new session is refused at its handshake: HTTP 503 `server_busy` with `Retry-After`, and the client's backoff brings it back; 0: no limit") { $0.connections.maxPendingConnects = $1 },
         .int("max-connections-per-user", 20, min: 1, "connections per user") { $0.connections.maxConnectionsPerUser = $1 },
         .int("max-connections-per-ip", 1_000, min: 1, "connections per client IP") { $0.connections.maxConnectionsPerIP = $1 },
         .int("max-live-shares-per-connection", 16, min: 1,

@@ -25,11 +25,15 @@ public final class AdmissionControl: Sendable {
 
     public let maxConnections: Int
     public let maxPerIP: Int
+    /// Sessions whose first CONNECT is not answered yet, and the limit past which new ones are
+    /// refused at their handshake.
+    public let pending: PendingConnects
     private let state: AuditedLock<State>
 
-    public init(maxConnections: Int, maxPerIP: Int, authFailures: EventRateLimiter.Budget) {
+    public init(maxConnections: Int, maxPerIP: Int, authFailures: EventRateLimiter.Budget, maxPendingConnects: Int = 0, metrics: ConnectionMetrics? = nil) {
         self.maxConnections = maxConnections
         self.maxPerIP = maxPerIP
+        self.pending = PendingConnects(limit: maxPendingConnects, metrics: metrics)
         let address = EventRateLimiter.Budget(perSecond: authFailures.perSecond * Self.addressBudgetFactor, burst: authFailures.burst * Self.addressBudgetFactor)
         self.state = AuditedLock(State(clientFailures: KeyedRateLimiter(budget: authFailures), addressFailures: KeyedRateLimiter(budget: address)))
     }

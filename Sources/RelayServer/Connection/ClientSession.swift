@@ -18,11 +18,30 @@ final class ClientSession: ConnectionSink {
     /// How far the session is in ending.
     private enum Lifecycle {
         case open
+        /// Its CONNECT (`40`) is being set up — the token, the rooms, a recovery: it counts
+        /// among the node's pending CONNECTs (`PendingConnects`) until it is answered or
+        /// refused, or the session closes.
+        case connecting
         /// Its transport is being closed with `code`; it ends when the transport reports back.
+        /// (From `connecting`, after `connectSettled`.)
         case closing(code: UInt16)
         /// It left the hub; `code`: the close code it ended with, `nil` when the transport just
         /// went away.
         case ended(code: UInt16?)
+
+        /// A CONNECT arrived: its setup counts among the pending CONNECTs.
+        mutating func connectBegan(_ pending: PendingConnects) {
+            guard case .open = self else { return }
+            self = .connecting
+            pending.began()
+        }
+
+        /// The CONNECT was answered or refused, or the session closes: it counts no more.
+        mutating func connectSettled(_ pending: PendingConnects) {
+            guard case .connecting = self else { return }
+            self = .open
+            pending.ended()
+        }
     }
 
     /// When a reply's bytes are flushed.
@@ -94,8 +113,10 @@ final class ClientSession: ConnectionSink {
     /// The Socket.IO socket id (admin API, logs).
     var sid: String { session.socketSID }
     var isClosing: Bool {
-        if case .open = lifecycle { return false }
-        return true
+        switch lifecycle {
+        case .connecting, .open: return false
+        case .closing, .ended: return true
+        }
     }
     private var ended: Bool {
         if case .ended = lifecycle { return true }
@@ -104,7 +125,7 @@ final class ClientSession: ConnectionSink {
     /// The close code the session ended with, once it is closing.
     var closeCode: UInt16? {
         switch lifecycle {
-        case .open: return nil
+        case .connecting, .open: return nil
         case .closing(let code): return code
         case .ended(let code): return code
         }
@@ -122,7 +143,13 @@ final class ClientSession: ConnectionSink {
         LiveObjects.created(.session)
     }
 
-    deinit { LiveObjects.released(.session) }
+    deinit {
+        // A session dropped before it ended still gives its place back.
+        if case .connecting = lifecycle { relay.admission.pending.ended() }
+        LiveObjects.released(.session)
+    }
+
+
 
     /// Opens the session on `transport`: the open packet, the timers.
     func start(on transport: any SessionTransport) {
@@ -215,7 +242,9 @@ final class ClientSession: ConnectionSink {
                 probe?.close(code: CloseCode.protocolError, reason: reason)
                 transports.probe = nil
                 transports.current?.probeEnded()
-            case .authenticate(let request): ConnectSetup(services: relay.connect, socket: self).authenticate(request)
+            case .authenticate(let request):
+                lifecycle.connectBegan(relay.admission.pending)
+                ConnectSetup(services: relay.connect, socket: self).authenticate(request)
             case .leave: leave()
             case .limits(let limits):
                 // Every transport enforces them, the probe too.
@@ -273,10 +302,13 @@ final class ClientSession: ConnectionSink {
                 case .assigned(let pid): connectState.assign(pid: pid)
                 case .following(let stream, let head): connectState.follow(stream, from: head)
                 case .answered(let answer):
+                    lifecycle.connectSettled(relay.admission.pending)
                     let now = clock.monotonicMs()
                     connectState.answered(atMs: now)
                     perform(session.connectFinished(.success(answer), now: now, wallMs: clock.wallMs()))
-                case .refused(let error): perform(session.connectFinished(.failure(error), now: clock.monotonicMs()))
+                case .refused(let error):
+                    lifecycle.connectSettled(relay.admission.pending)
+                    perform(session.connectFinished(.failure(error), now: clock.monotonicMs()))
                 case .replayed(let missed): for message in missed { deliver(message) }
                 case .released(let positions):
                     let held = connectState.release(after: positions) { message in
@@ -392,6 +424,7 @@ final class ClientSession: ConnectionSink {
 
     private func closeTransport(code: UInt16, reason: String) {
         guard !isClosing else { return }
+        lifecycle.connectSettled(relay.admission.pending)
         lifecycle = .closing(code: code)
         timer.cancel()
         // With the session's own code: a probe that carried a CONNECT refusal closes 4003.
@@ -436,6 +469,7 @@ final class ClientSession: ConnectionSink {
     private func end() {
         guard !ended else { return }
         let why = closeCode.map(ConnectionEnd.init(closeCode:)) ?? .transportClosed
+        lifecycle.connectSettled(relay.admission.pending)
         lifecycle = .ended(code: closeCode)
         timer.cancel()
         _ = session.close(code: CloseCode.normal, reason: why.metricLabel)

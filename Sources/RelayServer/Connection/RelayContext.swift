@@ -50,7 +50,8 @@ public final class RelayContext: Sendable {
         self.authenticate = authenticate
         self.admission = AdmissionControl(
             maxConnections: configuration.connections.maxConnections, maxPerIP: configuration.connections.maxConnectionsPerIP,
-            authFailures: configuration.auth.authFailuresPerIP)
+            authFailures: configuration.auth.authFailuresPerIP, maxPendingConnects: configuration.connections.maxPendingConnects,
+            metrics: hub.metrics.connections)
         self.logger = logger
         self.events = EventServices(hub: hub, authenticate: authenticate)
         self.connect = ConnectServices(hub: hub, admission: admission, authenticate: authenticate, configuration: configuration, logger: logger)

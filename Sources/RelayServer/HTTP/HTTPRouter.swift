@@ -108,6 +108,12 @@ struct HTTPRouter: Sendable {
         if !request.admitted {
             return .error(.serviceUnavailable, code: "too_many_connections", message: "connection limit reached")
         }
+        if query["sid"] == nil, request.head.headers["upgrade"].contains(where: { $0.lowercased() == "websocket" }) {
+            // Every other reason is checked above: the upgrader declined the new session because
+            // too many CONNECTs were pending (`PendingConnects.isFull`) when it looked.
+            relay.admission.pending.countShed()
+            return PendingConnects.busyResponse()
+        }
         return .error(.badRequest, code: "upgrade_required", message: "send a WebSocket upgrade request")
     }
 

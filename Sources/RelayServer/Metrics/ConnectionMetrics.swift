@@ -14,6 +14,10 @@ public struct ConnectionMetrics: Sendable {
     let tokenRefreshes: [String: Counter]
     /// Connection state recoveries by result (`RecoveryResult.metricLabel`).
     private let recoveries: [String: Counter]
+    /// CONNECTs being set up (`PendingConnects`).
+    let pendingConnects: Meter
+    /// New sessions refused at their handshake because too many CONNECTs were pending.
+    let handshakesShed: Counter
 
     /// `relay_disconnects_total`'s reasons: one per `ConnectionEnd`.
     static let disconnectReasons = ConnectionEnd.allCases.map(\.metricLabel)
@@ -23,6 +27,10 @@ public struct ConnectionMetrics: Sendable {
         r.describe("relay_connects_total", "Socket.IO CONNECT attempts by result")
         r.describe("relay_disconnects_total", "Closed sessions by reason")
         r.describe("relay_auth_failures_total", "Refused authentications by code")
+        r.describe("relay_pending_connects", "CONNECTs being set up (token, rooms, recovery)")
+        r.describe("relay_handshakes_shed_total", "New sessions refused (HTTP 503 server_busy) because too many CONNECTs were pending")
+        pendingConnects = Meter(label: "relay_pending_connects", factory: r)
+        handshakesShed = Counter(label: "relay_handshakes_shed_total", factory: r)
         open = Meter(label: "relay_connections", factory: r)
         connectsOK = Counter(label: "relay_connects_total", dimensions: [("result", "ok")], factory: r)
         connectsRefused = Counter(label: "relay_connects_total", dimensions: [("result", "refused")], factory: r)

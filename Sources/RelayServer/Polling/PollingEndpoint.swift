@@ -135,6 +135,8 @@ struct PollingEndpoint {
         // A polling session counts against the connection limits like a socket.
         let admission = relay.admission
         let ip = request.remoteIP
+        // Too many CONNECTs pending: refused before it costs anything (the client backs off).
+        if admission.pending.refusesNewSession() { return loop.makeSucceededFuture(PendingConnects.busyResponse()) }
         guard admission.open(ip: ip) else {
             admission.close(ip: ip)
             return loop.makeSucceededFuture(.error(.serviceUnavailable, code: "too_many_connections", message: "connection limit reached"))
