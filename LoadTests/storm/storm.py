@@ -79,6 +79,13 @@ class Server:
             self.proc.wait()
 
 
+def cpu_seconds(pid):
+    """utime + stime of `pid`, seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(kind, args):
     work = tempfile.mkdtemp(prefix=f"storm-{kind}-")
     phase = os.path.join(work, "phase")
@@ -106,7 +113,10 @@ def run(kind, args):
         server.stop(signal.SIGTERM if args.mode == "restart" else signal.SIGKILL)
         t1 = time.monotonic()
         server.start()
-        away.update(exit_s=t1 - t0, away_s=time.monotonic() - t0)
+        away.update(exit_s=t1 - t0, away_s=time.monotonic() - t0, cpu_start=cpu_seconds(server.proc.pid))
+        # The storm's CPU: the new server's, and the generator's, over the 10 s after it is back.
+        time.sleep(10)
+        away.update(cpu_10s=cpu_seconds(server.proc.pid) - away["cpu_start"])
 
     with open(out, "w") as f:
         load = subprocess.Popen(cmd, stdout=f, stderr=subprocess.DEVNULL)
@@ -132,7 +142,8 @@ def run(kind, args):
           f"first drop to last back {v('storm_first_drop_to_last_back_s')} s | tries {v('storm_attempts')} "
           f"(p50/p99/max {v('storm_attempt_p50_ms')}/{v('storm_attempt_p99_ms')}/{v('storm_attempt_max_ms')} ms, over 5 s {v('storm_attempts_over_5s')}) | "
           f"failed tries: {failures or 'none'} | message p50/p99 {v('latency_p50_ms')}/{v('latency_p99_ms')} ms | "
-          f"server exit {away.get('exit_s', 0):.2f} s, away {away.get('away_s', 0):.2f} s", flush=True)
+          f"server exit {away.get('exit_s', 0):.2f} s, away {away.get('away_s', 0):.2f} s | "
+          f"server CPU in the 10 s after it was back {away.get('cpu_10s', 0):.2f} s", flush=True)
 
 
 def main():
