@@ -43,6 +43,10 @@ public protocol Broker: AnyObject, Sendable {
     /// Completes once this node receives the stream's events (Redis confirmed the
     /// subscription); a recovery reads history only after that, so nothing slips between.
     func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void>
+    /// Each stream's newest offset once this node receives the stream (`whenSubscribed`, then
+    /// `head`): a CONNECT's rooms at once, in one future instead of three per stream (a
+    /// reconnect with 20 rooms made some 60 futures here).
+    func subscribedHeads(_ streams: [StreamKey], on loop: any EventLoop) -> EventLoopFuture<[(StreamKey, StreamOffset)]>
 
     /// Publishes an encoded event to `stream`. A recoverable event (with history on) first gets
     /// the stream's next offset and is stored; then every node's sockets get it in offset order:
@@ -61,6 +65,13 @@ public protocol Broker: AnyObject, Sendable {
 }
 
 extension Broker {
+    /// Waits for every stream's subscription (whatever became of it), then reads each head.
+    public func subscribedHeads(_ streams: [StreamKey], on loop: any EventLoop) -> EventLoopFuture<[(StreamKey, StreamOffset)]> {
+        let subscribed = EventLoopFuture.andAllComplete(streams.map { whenSubscribed($0, on: loop) }, on: loop)
+        let heads = streams.map { stream in subscribed.flatMap { self.head(of: stream, on: loop) }.map { (stream, $0) } }
+        return EventLoopFuture.whenAllSucceed(heads, on: loop)
+    }
+
     /// The stream's newest offset (`zero` when it has no history): `history` with limit 0.
     public func head(of stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<StreamOffset> {
         history(of: stream, after: .zero, limit: 0, maxBytes: 0, on: loop).map { (try? $0.get())?.head ?? .zero }

@@ -35,6 +35,10 @@ public final class MemoryBroker: Broker {
     public func attach(_ subscriber: any BrokerSubscriber) {}
     public func subscribe(_ stream: StreamKey) {}
     public func whenSubscribed(_ stream: StreamKey, on loop: any EventLoop) -> EventLoopFuture<Void> { loop.makeSucceededVoidFuture() }
+    /// Every stream is received already: the heads, now.
+    public func subscribedHeads(_ streams: [StreamKey], on loop: any EventLoop) -> EventLoopFuture<[(StreamKey, StreamOffset)]> {
+        loop.makeSucceededFuture(streams.map { ($0, head(of: $0)) })
+    }
     public func unsubscribe(_ stream: StreamKey) {}
 
     public func publish(_ publication: Publication, to stream: StreamKey, routing: Routing, recoverable: Bool, deliver: @escaping @Sendable (StreamOffset?) -> Void) {

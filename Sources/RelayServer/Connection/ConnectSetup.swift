@@ -158,12 +158,9 @@ struct ConnectSetup {
         // Heads are read once this node receives the streams, so the offsets in the answer and
         // the live events that follow them meet exactly.
         let loop = eventLoop
-        let broker = services.broker
-        let subscribed = EventLoopFuture.andAllComplete(streams.map { broker.whenSubscribed($0, on: loop) }, on: loop)
-        let heads = streams.map { stream in subscribed.flatMap { broker.head(of: stream, on: loop) }.map { (stream, $0) } }
         let (joinedRooms, refusedRooms) = (joined, refused)
         let bound = NIOLoopBound(self, eventLoop: loop)
-        EventLoopFuture.whenAllSucceed(heads, on: loop).whenSuccess { heads in
+        services.broker.subscribedHeads(streams, on: loop).whenSuccess { heads in
             let me = bound.value
             guard me.stillAuthenticating else { return }
             let positions = Dictionary(heads, uniquingKeysWith: { a, _ in a })
