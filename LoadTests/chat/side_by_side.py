@@ -82,6 +82,20 @@ def load(args, port, pid, extra, out):
         return {}
 
 
+def run_once(server, args, work, extra, out):
+    """A fresh server, one relay-load run against it, the server stopped (by pid)."""
+    proc = start(server, args, args.semantics, args.port, work)
+    try:
+        return load(args, args.port, proc.pid, extra, out)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def value(report, key):
     v = report.get(key)
     return v.get("value") if isinstance(v, dict) else v
@@ -135,29 +149,11 @@ def main():
         for server in args.servers.split(","):
             work = tempfile.mkdtemp(prefix=f"sbs-{server}-")
             tag = f"{args.shape}-{args.semantics}-{args.interval:g}-{server}-{rnd}"
-            proc = start(server, args, args.semantics, args.port, work)
-            try:
-                report = load(args, args.port, proc.pid, shape_flags(args), os.path.join(args.out, tag + ".json"))
-            finally:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            report = run_once(server, args, work, shape_flags(args), os.path.join(args.out, tag + ".json"))
             idle = None
             if args.shape == "reconnects":
-                proc = start(server, args, args.semantics, args.port, work)
-                try:
-                    idle_report = load(args, args.port, proc.pid, shape_flags(args)[:-2] + ["--churn", "0"],
+                idle_report = run_once(server, args, work, shape_flags(args)[:-2] + ["--churn", "0"],
                                        os.path.join(args.out, tag + "-idle.json"))
-                finally:
-                    proc.send_signal(signal.SIGTERM)
-                    try:
-                        proc.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
                 idle = value(idle_report, "relay_cpu_cores") or 0.0
             print(f"round {rnd} {args.shape} interval {args.interval:g} | " + line(server, args.semantics, report, idle), flush=True)
             shutil.rmtree(work, ignore_errors=True)
