@@ -25,8 +25,8 @@ public final class AdmissionControl: Sendable {
 
     public let maxConnections: Int
     public let maxPerIP: Int
-    /// Sessions whose first CONNECT is not answered yet, and the limit past which new ones are
-    /// refused at their handshake.
+    /// CONNECTs being set up, and the limit past which new sessions are refused at their
+    /// handshake.
     public let pending: PendingConnects
     private let state: AuditedLock<State>
 

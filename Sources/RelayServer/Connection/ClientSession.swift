@@ -23,7 +23,7 @@ final class ClientSession: ConnectionSink {
         /// refused, or the session closes.
         case connecting
         /// Its transport is being closed with `code`; it ends when the transport reports back.
-        /// (From `connecting`, after `connectSettled`.)
+        /// (A session `connecting` is settled first.)
         case closing(code: UInt16)
         /// It left the hub; `code`: the close code it ended with, `nil` when the transport just
         /// went away.
