@@ -72,7 +72,7 @@ def start(server, args, semantics, port, work):
 
 def load(args, port, pid, extra, out):
     cmd = [args.relay_load, "chat", "--port", str(port), "--secret", SECRET, "--relay-pid", str(pid),
-           "--source-addresses", "16", "--duration", str(args.duration), "--json"] + extra
+           "--source-addresses", "16", "--users", str(args.users), "--duration", str(args.duration), "--json"] + extra
     with open(out, "w") as f:
         subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, timeout=900, check=False)
     try:
@@ -136,6 +136,7 @@ def main():
     p.add_argument("--shape", choices=["chat", "reconnects"], default="chat")
     p.add_argument("--interval", type=float, default=60, help="seconds between a user's messages (chat shape)")
     p.add_argument("--duration", type=int, default=20)
+    p.add_argument("--users", type=int, default=5000, help="users (2 sockets each)")
     p.add_argument("--semantics", choices=["today", "chat-app"], default="chat-app")
     p.add_argument("--servers", default="relay,node")
     p.add_argument("--rounds", type=int, default=1)
