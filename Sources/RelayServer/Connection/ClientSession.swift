@@ -15,7 +15,7 @@ import RelayCore
 /// long-polling handshake. Every method is called there. The transport (`SessionTransport`)
 /// is a WebSocket or the polling buffer, and changes once when a polling session upgrades.
 final class ClientSession: ConnectionSink {
-    /// How far the session is in ending.
+    /// Where the session stands: open, setting up a CONNECT, or ending.
     private enum Lifecycle {
         case open
         /// Its CONNECT (`40`) is being set up — the token, the rooms, a recovery: it counts

@@ -28,7 +28,7 @@ public final class PendingConnects: Sendable {
         self.shed = metrics?.handshakesShed
     }
 
-    /// Sessions counted now.
+    /// CONNECTs being set up now.
     public var current: Int { count.load(ordering: .relaxed) }
 
     /// A new session would be over the limit.
@@ -51,13 +51,13 @@ public final class PendingConnects: Sendable {
         return response
     }
 
-    /// A session was created: it counts until `ended`.
+    /// A CONNECT arrived: it counts until `ended`.
     func began() {
         count.wrappingIncrement(ordering: .relaxed)
         gauge?.increment()
     }
 
-    /// Its first CONNECT was answered, or it ended first.
+    /// The CONNECT was answered or refused, or its session closed first.
     func ended() {
         count.wrappingDecrement(ordering: .relaxed)
         gauge?.decrement()

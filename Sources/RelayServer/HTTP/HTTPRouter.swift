@@ -108,7 +108,7 @@ struct HTTPRouter: Sendable {
         if !request.admitted {
             return .error(.serviceUnavailable, code: "too_many_connections", message: "connection limit reached")
         }
-        if query["sid"] == nil, request.head.headers["upgrade"].contains(where: { $0.lowercased() == "websocket" }) {
+        if query["sid"] == nil, UpgradeRequestRules.asksForWebSocket(request.head) {
             // Every other reason is checked above: the upgrader declined the new session because
             // too many CONNECTs were pending (`PendingConnects.isFull`) when it looked.
             relay.admission.pending.countShed()
