@@ -23,10 +23,10 @@
 // 1. No trap, whatever the bytes.
 // 2. Before CONNECT (no user, not closed): a binary header (`45…`/`46…`) is refused at its
 //    header — exactly a `.send` of a `44{…}` CONNECT_ERROR, followed by `.close(code: 4003, …)`
-//    exactly when it is the session's `maxConnectRefusals`th refusal — and every attachment
-//    (polling or WebSocket) is skipped (those its refused header announced) or refused the
-//    same way: no attachment is ever assembled for a client that has not logged in. No
-//    `.handle` before CONNECT.
+//    exactly when it is the `maxConnectRefusals`th refusal since the session opened or its
+//    socket left with `41` — and every attachment (polling or WebSocket) is skipped (those its
+//    refused header announced) or refused the same way: no attachment is ever assembled for a
+//    client that has not logged in. No `.handle` before CONNECT.
 // 3. After CONNECT: a `.handle` that a binary packet produced (it came on an attachment, or on
 //    a `45<0>-` header) is a packet whose recipient cost — its canonical header text (with the
 //    `4`) plus, per attachment, 2 + the length of its base64 — is at most `maxEventBytes`; its
@@ -177,6 +177,9 @@ private struct AttachmentHarness {
             else {
                 fail("login gave \(answer)")
             }
+            // Refusals count since the socket last connected: after a `41` the session is what
+            // it was before its first CONNECT, refusal count included.
+            refusals = 0
         }
     }
 

@@ -19,7 +19,8 @@
 // - `.handle` only while connected, with the connected user; `.authenticate` never while one is
 //   pending, and again only after a `.leave` (a `41`) or a refusal (`44{…}`, which leaves the
 //   session open but for the `maxConnectRefusals`th) or never; `.leave` only while connected;
-//   at most `maxConnectRefusals` refusals in a session, the last followed by 4003.
+//   at most `maxConnectRefusals` refusals in a row (since the session opened or its socket
+//   connected), the last followed by 4003.
 // - Every `.send` (and a binary reply's header) is a non-empty Engine.IO packet whose first
 //   byte is a packet type 0–6.
 // - `nextDeadline`, when set, is never in the past after a `tick` at that time.
@@ -47,6 +48,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var authenticates = 0
     var leaves = 0
     var refusals = 0
+    /// Refusals since the session opened or its socket last connected (a `41` starts the
+    /// count again: the session is then what it was before its first CONNECT).
+    var refusalsInARow = 0
     var authenticating = false
     var connectedBefore = false
     // What the transports were told of the limits in force (a new session starts pre-login).
@@ -65,8 +69,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 }
                 if packet.starts(with: "44{".utf8) {
                     refusals += 1
-                    if refusals > c.maxConnectRefusals { fatalError("refusal \(refusals) left the session open") }
-                    if refusals == c.maxConnectRefusals, !session.isClosed { fatalError("the last refusal without its close") }
+                    refusalsInARow += 1
+                    if refusalsInARow > c.maxConnectRefusals { fatalError("refusal \(refusalsInARow) left the session open") }
+                    if refusalsInARow == c.maxConnectRefusals, !session.isClosed { fatalError("the last refusal without its close") }
                 }
             case .handle(_, _, let who):
                 guard session.user == who, who == user else { fatalError("handle without the connected user") }
@@ -80,6 +85,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 leaves += 1
             case .limits(let limits):
                 announced = limits
+                if !limits.preAuthentication { refusalsInARow = 0 }
             case .releasePoll, .upgraded, .abortProbe, .received, .rateLimited:
                 break
             }

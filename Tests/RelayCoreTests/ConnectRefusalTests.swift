@@ -86,6 +86,20 @@ final class ConnectRefusalTests: XCTestCase {
         XCTAssertTrue(s.clientDisconnected, "never kept for recovery")
     }
 
+    func testASuccessfulConnectStartsTheCountAgainAfterA41() {
+        // Refusals count in a row: a session that connected and left with `41` is what it was
+        // before its first CONNECT (a fuzz run found the fuzzers' model counting across it).
+        var s = makeSession(refusals: 3)
+        XCTAssertEqual(refuse(&s, at: 1).count, 1)
+        XCTAssertEqual(refuse(&s, at: 2).count, 1)
+        _ = receive(&s, "40{\"token\":\"good\"}", at: 3)
+        _ = s.connectFinished(.success(ConnectAnswer(user: alice)), now: 4)
+        _ = receive(&s, "41", at: 5)
+        XCTAssertEqual(refuse(&s, at: 6), [.send(Array(expired.utf8))], "the first refusal since the 41")
+        XCTAssertEqual(refuse(&s, at: 7).count, 1)
+        XCTAssertEqual(refuse(&s, at: 8).last, .close(code: CloseCode.authenticationFailed, reason: "token_expired"))
+    }
+
     func testAPacketRefusedWhileTheTokenIsVerifiedCloses() {
         // The CONNECT's rooms may already be joined: the registration must not outlive it.
         var s = makeSession()
