@@ -260,4 +260,89 @@ final class RoomRegistryTests: XCTestCase {
             XCTAssertEqual(byConnection.rooms(of: c(conn)), Set(membership.filter { $0.value.contains(conn) }.map(\.key)))
         }
     }
+
+    /// Joins, leaves with and without holds, and hold releases against a model: the devices
+    /// each result reports, presence with holds, occupancy, and the busiest rooms (whose
+    /// size buckets grow and empty as rooms move between sizes).
+    func testRandomisedInvariantsWithHolds() {
+        var rng = SplitMix64(seed: 11)
+        var reg = RoomRegistry(maxMembersPerRoom: 5)
+        var members: [String: [UInt64: String]] = [:]  // room -> connection -> user
+        var holds: [String: [String: [Int64]]] = [:]  // room -> user -> deadlines, ascending
+        var now: Int64 = 0
+        func present(_ room: String, _ user: String) -> Int {
+            (members[room] ?? [:]).values.filter { $0 == user }.count + (holds[room]?[user]?.count ?? 0)
+        }
+        for _ in 0..<6_000 {
+            now += Int64.random(in: 0...3, using: &rng)
+            let conn = UInt64.random(in: 1...10, using: &rng)
+            let user = "u\(conn % 4)"
+            let room = "r\(Int.random(in: 0..<5, using: &rng))"
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0..<5:
+                let before = present(room, user)
+                let inRoom = members[room]?[conn] != nil
+                do {
+                    let r = try reg.join(room: room, connection: c(conn), user: user, partition: 0)
+                    XCTAssertEqual(r.alreadyMember, inRoom)
+                    XCTAssertEqual(r.devicesBefore, before)
+                    if !inRoom {
+                        members[room, default: [:]][conn] = user
+                        if var h = holds[room]?[user], !h.isEmpty {
+                            h.removeFirst()
+                            holds[room]?[user] = h.isEmpty ? nil : h
+                        }
+                    }
+                    XCTAssertEqual(r.devicesAfter, present(room, user))
+                    XCTAssertEqual(r.userBecamePresent, !inRoom && before == 0)
+                } catch {
+                    XCTAssertFalse(inRoom)
+                    XCTAssertEqual(members[room]?.count, 5)
+                }
+            case 5..<8:
+                let hold: Int64? = Bool.random(using: &rng) ? now + Int64.random(in: 0...20, using: &rng) : nil
+                let leaver = members[room]?[conn]
+                let before = leaver.map { present(room, $0) } ?? 0
+                let r = reg.leave(room: room, connection: c(conn), holdingUntil: hold)
+                guard let leaver else {
+                    XCTAssertNil(r)
+                    break
+                }
+                members[room]?[conn] = nil
+                if let hold {
+                    var h = holds[room]?[leaver] ?? []
+                    h.insert(hold, at: h.firstIndex { $0 > hold } ?? h.endIndex)
+                    holds[room, default: [:]][leaver] = h
+                }
+                let after = present(room, leaver)
+                XCTAssertEqual(r, RoomRegistry.LeaveResult(room: room, user: leaver, userLeftPresence: after == 0, devicesBefore: before, devicesAfter: after))
+            default:
+                let before = present(room, user)
+                let due = holds[room]?[user]?.filter { $0 <= now }.count ?? 0
+                let r = reg.releaseHolds(room: room, user: user, now: now)
+                guard due > 0 else {
+                    XCTAssertNil(r)
+                    break
+                }
+                let kept = Array((holds[room]?[user] ?? []).dropFirst(due))
+                holds[room]?[user] = kept.isEmpty ? nil : kept
+                XCTAssertEqual(r, RoomRegistry.LeaveResult(room: room, user: user, userLeftPresence: before - due == 0, devicesBefore: before, devicesAfter: before - due))
+            }
+            members = members.filter { !$0.value.isEmpty }
+            holds = holds.filter { !$0.value.isEmpty }
+            let occupied = Set(members.keys).union(holds.keys)
+            XCTAssertEqual(reg.roomCount, occupied.count)
+            for room in occupied {
+                XCTAssertTrue(reg.isOccupied(room: room))
+                var devices: [String: Int] = [:]
+                for u in (members[room] ?? [:]).values { devices[u, default: 0] += 1 }
+                for (u, h) in holds[room] ?? [:] { devices[u, default: 0] += h.count }
+                XCTAssertEqual(reg.presence(room: room), devices.map { PresenceEntry(user: $0.key, devices: $0.value) }.sorted { $0.user < $1.user })
+            }
+            let busiest = reg.busiestRooms(limit: 10)
+            let expected = members.map { (room: $0.key, members: $0.value.count) }.sorted { ($0.members, $1.room) > ($1.members, $0.room) }
+            XCTAssertEqual(busiest.map(\.room), expected.map(\.room))
+            XCTAssertEqual(busiest.map(\.members), expected.map(\.members))
+        }
+    }
 }

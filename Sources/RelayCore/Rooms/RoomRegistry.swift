@@ -85,6 +85,65 @@ public struct RoomRegistry: Sendable {
             return devices
         }
 
+        /// What one join did to the room.
+        enum JoinOutcome {
+            case alreadyMember(devices: Int)
+            case full
+            /// The user's present devices before and after, and the members after.
+            case joined(before: Int, after: Int, members: Int)
+        }
+
+        /// What one leave or release did to the room.
+        struct LeaveOutcome {
+            var user: String
+            var before: Int
+            var after: Int
+            var members: Int
+            var isEmpty: Bool
+        }
+
+        /// Joins in place (the registry reaches the room once, and never copies it: a copy
+        /// retains each of its tables). The user's earliest hold is taken over: the device came
+        /// back (or another of the user's).
+        mutating func join(_ member: Member, connection: ConnectionID, maxMembers: Int) -> JoinOutcome {
+            if members[connection] != nil { return .alreadyMember(devices: presentDevices(member.user)) }
+            guard members.count < maxMembers else { return .full }
+            let holdIndex = held.index(forKey: member.user)
+            let holds = holdIndex.map { held.values[$0].count } ?? 0
+            let devices = add(member, connection: connection)
+            if let holdIndex {
+                if holds > 1 { held.values[holdIndex].removeFirst() } else { held.remove(at: holdIndex) }
+            }
+            return .joined(before: devices - 1 + holds, after: devices + max(0, holds - 1), members: members.count)
+        }
+
+        /// Leaves in place; with `holdingUntil` the device stays in presence until then.
+        mutating func leave(_ connection: ConnectionID, holdingUntil: Int64?) -> LeaveOutcome? {
+            guard let (member, devices) = remove(connection) else { return nil }
+            var holds = 0
+            if let i = held.index(forKey: member.user) {
+                holds = held.values[i].count
+                if let until = holdingUntil {
+                    let at = held.values[i].firstIndex { $0 > until } ?? holds
+                    held.values[i].insert(until, at: at)
+                }
+            } else if let until = holdingUntil {
+                held[member.user] = [until]
+            }
+            let after = devices + holds + (holdingUntil == nil ? 0 : 1)
+            return LeaveOutcome(user: member.user, before: devices + 1 + holds, after: after, members: members.count, isEmpty: isEmpty)
+        }
+
+        /// Ends the user's holds due at `now`; `nil` when none were.
+        mutating func releaseHolds(of user: String, now: Int64) -> LeaveOutcome? {
+            guard let i = held.index(forKey: user), let first = held.values[i].first, first <= now else { return nil }
+            let devices = devicesByUser[user] ?? 0
+            let holds = held.values[i].count
+            let due = held.values[i].prefix { $0 <= now }.count
+            if due == holds { held.remove(at: i) } else { held.values[i].removeFirst(due) }
+            return LeaveOutcome(user: user, before: devices + holds, after: devices + holds - due, members: members.count, isEmpty: isEmpty)
+        }
+
         mutating func remove(_ connection: ConnectionID) -> (member: Member, devices: Int)? {
             guard let member = members.removeValue(forKey: connection) else { return nil }
             let devices = (devicesByUser[member.user] ?? 1) - 1
@@ -106,7 +165,9 @@ public struct RoomRegistry: Sendable {
     public private(set) var sizes = RoomSizeHistogram()
     /// Rooms by member count, and the counts present in descending order: the busiest rooms
     /// are read without walking every room.
-    private var roomsBySize: [Int: Set<String>] = [:]
+    /// Indexed by size (grown to the largest seen), so that moving a room between sizes on
+    /// each join and leave hashes its name only, never the size.
+    private var roomsBySize: [Set<String>] = []
     private var distinctSizes: [Int] = []
 
     public init(maxMembersPerRoom: Int = 10_000) {
@@ -116,51 +177,41 @@ public struct RoomRegistry: Sendable {
     public var roomCount: Int { rooms.count }
 
     public mutating func join(room: String, connection: ConnectionID, user: String, partition: Int) throws(JoinError) -> JoinResult {
-        if let r = rooms[room], r.members[connection] != nil {
-            let devices = r.presentDevices(user)
+        let member = Member(user: user, partition: partition)
+        let outcome: Room.JoinOutcome
+        if let index = rooms.index(forKey: room) {
+            outcome = rooms.values[index].join(member, connection: connection, maxMembers: maxMembersPerRoom)
+        } else {
+            var fresh = Room()
+            outcome = fresh.join(member, connection: connection, maxMembers: maxMembersPerRoom)
+            if case .joined = outcome { rooms[room] = fresh }
+        }
+        switch outcome {
+        case .alreadyMember(let devices):
             return JoinResult(alreadyMember: true, userBecamePresent: false, devicesBefore: devices, devicesAfter: devices)
+        case .full:
+            throw .roomFull(limit: maxMembersPerRoom)
+        case .joined(let before, let after, let count):
+            resized(room, from: count - 1, to: count)
+            return JoinResult(alreadyMember: false, userBecamePresent: before == 0, devicesBefore: before, devicesAfter: after)
         }
-        guard (rooms[room]?.members.count ?? 0) < maxMembersPerRoom else { throw .roomFull(limit: maxMembersPerRoom) }
-        let before = rooms[room]?.presentDevices(user) ?? 0
-        // In place: a copy of the room would copy its member table on every join.
-        _ = rooms[room, default: Room()].add(Member(user: user, partition: partition), connection: connection)
-        // The earliest hold is taken over: the device came back (or another of the user's).
-        if let holds = rooms[room]?.held[user] {
-            rooms[room]?.held[user] = holds.count > 1 ? Array(holds.dropFirst()) : nil
-        }
-        let after = rooms[room]?.presentDevices(user) ?? 1
-        let count = rooms[room]?.members.count ?? 1
-        resized(room, from: count - 1, to: count)
-        return JoinResult(alreadyMember: false, userBecamePresent: before == 0, devicesBefore: before, devicesAfter: after)
     }
 
     /// Removes a connection from a room; `nil` if it was not a member. With `holdingUntil`, the
     /// device stays in the room's presence until then (a dropped connection within the
     /// presence grace).
     public mutating func leave(room: String, connection: ConnectionID, holdingUntil: Int64? = nil) -> LeaveResult? {
-        guard let index = rooms.index(forKey: room), let (member, _) = rooms.values[index].remove(connection) else { return nil }
-        let before = rooms.values[index].presentDevices(member.user) + 1
-        if let until = holdingUntil {
-            var holds = rooms.values[index].held[member.user] ?? []
-            holds.insert(until, at: holds.firstIndex { $0 > until } ?? holds.endIndex)
-            rooms.values[index].held[member.user] = holds
-        }
-        let after = rooms.values[index].presentDevices(member.user)
-        let count = rooms.values[index].members.count
-        if rooms.values[index].isEmpty { rooms.remove(at: index) }
-        resized(room, from: count + 1, to: count)
-        return LeaveResult(room: room, user: member.user, userLeftPresence: after == 0, devicesBefore: before, devicesAfter: after)
+        guard let index = rooms.index(forKey: room), let left = rooms.values[index].leave(connection, holdingUntil: holdingUntil) else { return nil }
+        if left.isEmpty { rooms.remove(at: index) }
+        resized(room, from: left.members + 1, to: left.members)
+        return LeaveResult(room: room, user: left.user, userLeftPresence: left.after == 0, devicesBefore: left.before, devicesAfter: left.after)
     }
 
     /// Releases the user's holds in the room that end at or before `now`; `nil` when none did.
     public mutating func releaseHolds(room: String, user: String, now: Int64) -> LeaveResult? {
-        guard let index = rooms.index(forKey: room), let holds = rooms.values[index].held[user], let first = holds.first, first <= now else { return nil }
-        let before = rooms.values[index].presentDevices(user)
-        let kept = holds.drop { $0 <= now }
-        rooms.values[index].held[user] = kept.isEmpty ? nil : Array(kept)
-        let after = rooms.values[index].presentDevices(user)
-        if rooms.values[index].isEmpty { rooms.remove(at: index) }
-        return LeaveResult(room: room, user: user, userLeftPresence: after == 0, devicesBefore: before, devicesAfter: after)
+        guard let index = rooms.index(forKey: room), let released = rooms.values[index].releaseHolds(of: user, now: now) else { return nil }
+        if released.isEmpty { rooms.remove(at: index) }
+        return LeaveResult(room: room, user: user, userLeftPresence: released.after == 0, devicesBefore: released.before, devicesAfter: released.after)
     }
 
     /// The room has members or holds: it is occupied (subscribed, not vacated).
@@ -209,7 +260,8 @@ public struct RoomRegistry: Sendable {
     public func busiestRooms(limit: Int) -> [(room: String, members: Int, users: Int)] {
         var out: [(room: String, members: Int, users: Int)] = []
         for size in distinctSizes where out.count < limit {
-            guard let names = roomsBySize[size] else { continue }
+            guard size < roomsBySize.count else { continue }
+            let names = roomsBySize[size]
             let tied = names.count <= 256 ? names.sorted() : Array(names.prefix(limit - out.count))
             for name in tied.prefix(limit - out.count) {
                 out.append((room: name, members: size, users: rooms[name]?.devicesByUser.count ?? 0))
@@ -220,19 +272,19 @@ public struct RoomRegistry: Sendable {
 
     private mutating func resized(_ room: String, from old: Int, to new: Int) {
         sizes.resize(from: old, to: new)
-        if old > 0 {
-            roomsBySize[old]?.remove(room)
-            if roomsBySize[old]?.isEmpty == true {
-                roomsBySize[old] = nil
+        if old > 0, old < roomsBySize.count {
+            roomsBySize[old].remove(room)
+            if roomsBySize[old].isEmpty {
                 let i = Self.position(of: old, in: distinctSizes)
                 if i < distinctSizes.count, distinctSizes[i] == old { distinctSizes.remove(at: i) }
             }
         }
         if new > 0 {
-            if roomsBySize[new] == nil {
+            if new >= roomsBySize.count { roomsBySize.append(contentsOf: repeatElement([], count: new + 1 - roomsBySize.count)) }
+            if roomsBySize[new].isEmpty {
                 distinctSizes.insert(new, at: Self.position(of: new, in: distinctSizes))
             }
-            roomsBySize[new, default: []].insert(room)
+            roomsBySize[new].insert(room)
         }
     }
 

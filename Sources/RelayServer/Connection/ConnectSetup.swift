@@ -142,7 +142,7 @@ struct ConnectSetup {
                 continue
             }
             do throws(RelayError) {
-                _ = try services.membership.join(room: room, sink: socket, user: user.userID, on: partition)
+                try services.membership.joinWithoutPresenceList(room: room, sink: socket, user: user.userID, on: partition)
                 joined.append(room)
             } catch {
                 refused.append((room, error.code.rawValue))
@@ -206,7 +206,7 @@ struct ConnectSetup {
         var restored: [String] = []
         for room in rooms {
             do throws(RelayError) {
-                _ = try services.membership.join(room: room, sink: socket, user: user.userID, on: partition)
+                try services.membership.joinWithoutPresenceList(room: room, sink: socket, user: user.userID, on: partition)
                 restored.append(room)
                 change(.following(.room(room), from: cuts[.room(room)] ?? .zero))
             } catch {

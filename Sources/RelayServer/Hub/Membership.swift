@@ -68,6 +68,16 @@ public final class Membership: Sendable {
             room: room, user: user, update: update, alreadyMember: joined.alreadyMember, exclude: sink.connectionID, on: partition.eventLoop)
     }
 
+    /// Joins a room for a CONNECT or a recovery, whose answers carry offsets, not presence
+    /// lists: none is built and nothing is waited for; others still hear `presence:join`.
+    public func joinWithoutPresenceList(room: String, sink: any ConnectionSink, user: String, on partition: LoopPartition) throws(RelayError) {
+        let (joined, update) = try rooms.join(
+            room: room, connection: sink.connectionID, user: user, partition: partition.index, now: clock.monotonicMs(), withPresence: false)
+        partition.join(room: room, sink)
+        guard !joined.alreadyMember else { return }
+        presence.joinedQuietly(room: room, user: user, update: update, exclude: sink.connectionID, on: partition.eventLoop)
+    }
+
     /// Leaves a room; `false` if the connection was not in it.
     public func leave(room: String, connection id: ConnectionID, on partition: LoopPartition) -> Bool {
         guard let left = rooms.leave(room: room, connection: id) else { return false }

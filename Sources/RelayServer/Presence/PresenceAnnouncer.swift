@@ -45,6 +45,16 @@ final class PresenceAnnouncer: Sendable {
         }
     }
 
+    /// After a connection joined `room` on this node for a CONNECT (no presence list wanted):
+    /// `presence:join` to the others when the user became present. A join that took over a
+    /// hold changed no device count, here or in the cluster: nothing to tell.
+    func joinedQuietly(room: String, user: String, update local: PresenceUpdate, exclude: ConnectionID, on loop: any EventLoop) {
+        guard local.after != local.before else { return }
+        manager.update(room: room, user: user, local: local, on: loop).whenSuccess { update in
+            if update.becamePresent { self.announce(.presenceJoin, room: room, user: user, exclude: exclude) }
+        }
+    }
+
     /// After a connection left a room on this node (or its hold ended): `presence:leave` when
     /// the user left everywhere. A leave that left a hold changes nothing yet.
     func left(_ leave: RoomRegistry.LeaveResult, exclude: ConnectionID?, on loop: any EventLoop) {

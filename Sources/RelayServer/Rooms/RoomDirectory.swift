@@ -33,8 +33,11 @@ public final class RoomDirectory: Sendable {
 
     /// Joins `room`: the connection's place first (refused past `maxRoomsPerConnection`, before
     /// the room is asked whether it is full), then the room's, given back if the room refuses.
-    /// Returns the join and the user's presence change on this node.
-    func join(room: String, connection id: ConnectionID, user: String, partition: Int, now: Int64) throws(RelayError) -> (RoomRegistry.JoinResult, PresenceUpdate) {
+    /// Returns the join and the user's presence change on this node, with the room's presence
+    /// list when `withPresence` (a CONNECT's joins answer without it, and skip building it).
+    func join(room: String, connection id: ConnectionID, user: String, partition: Int, now: Int64, withPresence: Bool = true) throws(RelayError)
+        -> (RoomRegistry.JoinResult, PresenceUpdate)
+    {
         guard userJoins.stripe(for: user).withLockedValue({ $0.record(user, now: now) }) else {
             throw RelayError(.rateLimited, "too many room joins for this user; retry later")
         }
@@ -50,7 +53,8 @@ public final class RoomDirectory: Sendable {
                 let wasOccupied = r.isOccupied(room: room)
                 let joined = try r.join(room: room, connection: id, user: user, partition: partition)
                 if !wasOccupied { occupancyChanged(room, occupied: true) }
-                return (joined, PresenceUpdate(before: joined.devicesBefore, after: joined.devicesAfter, presence: r.presence(room: room)))
+                let presence = withPresence ? r.presence(room: room) : []
+                return (joined, PresenceUpdate(before: joined.devicesBefore, after: joined.devicesAfter, presence: presence))
             }
         } catch {
             if reserved { membership.withLockedValue { $0.release(room, for: id) } }
