@@ -50,11 +50,15 @@ public struct RoomRegistry: Sendable {
     struct Room: Sendable {
         var members: [ConnectionID: Member] = [:]
         var devicesByUser: [String: Int] = [:]
-        var partitionCounts: [Int: Int] = [:]
-        /// The keys of `partitionCounts`, ascending: read by every publish (shared, not
+        /// The partitions with members, ascending: read by every publish (shared, not
         /// allocated and sorted each time), changed only when a partition gains its first member
         /// or loses its last.
         var partitions: [Int] = []
+        /// Members per partition, in `partitions`' order (as many as event loops: a search of
+        /// a few entries, no table).
+        var partitionCounts: [Int] = []
+        /// Where the room is in `roomsBySize[members.count]` while it has members.
+        var slot = 0
         /// Dropped devices held in presence (`leave(…holdingUntil:)`): per user, when each hold
         /// ends, ascending.
         var held: [String: [Int64]] = [:]
@@ -76,11 +80,12 @@ public struct RoomRegistry: Sendable {
             members[connection] = member
             let devices = (devicesByUser[member.user] ?? 0) + 1
             devicesByUser[member.user] = devices
-            let count = (partitionCounts[member.partition] ?? 0) + 1
-            partitionCounts[member.partition] = count
-            if count == 1 {
+            if let i = partitions.firstIndex(of: member.partition) {
+                partitionCounts[i] += 1
+            } else {
                 let at = partitions.firstIndex { $0 > member.partition } ?? partitions.endIndex
                 partitions.insert(member.partition, at: at)
+                partitionCounts.insert(1, at: at)
             }
             return devices
         }
@@ -89,8 +94,9 @@ public struct RoomRegistry: Sendable {
         enum JoinOutcome {
             case alreadyMember(devices: Int)
             case full
-            /// The user's present devices before and after, and the members after.
-            case joined(before: Int, after: Int, members: Int)
+            /// The user's present devices before and after, the members after, and where the
+            /// room was among the rooms of its former size.
+            case joined(before: Int, after: Int, members: Int, slot: Int)
         }
 
         /// What one leave or release did to the room.
@@ -100,6 +106,8 @@ public struct RoomRegistry: Sendable {
             var after: Int
             var members: Int
             var isEmpty: Bool
+            /// Where the room was among the rooms of its former size.
+            var slot: Int
         }
 
         /// Joins in place (the registry reaches the room once, and never copies it: a copy
@@ -114,7 +122,7 @@ public struct RoomRegistry: Sendable {
             if let holdIndex {
                 if holds > 1 { held.values[holdIndex].removeFirst() } else { held.remove(at: holdIndex) }
             }
-            return .joined(before: devices - 1 + holds, after: devices + max(0, holds - 1), members: members.count)
+            return .joined(before: devices - 1 + holds, after: devices + max(0, holds - 1), members: members.count, slot: slot)
         }
 
         /// Leaves in place; with `holdingUntil` the device stays in presence until then.
@@ -131,7 +139,7 @@ public struct RoomRegistry: Sendable {
                 held[member.user] = [until]
             }
             let after = devices + holds + (holdingUntil == nil ? 0 : 1)
-            return LeaveOutcome(user: member.user, before: devices + 1 + holds, after: after, members: members.count, isEmpty: isEmpty)
+            return LeaveOutcome(user: member.user, before: devices + 1 + holds, after: after, members: members.count, isEmpty: isEmpty, slot: slot)
         }
 
         /// Ends the user's holds due at `now`; `nil` when none were.
@@ -141,19 +149,20 @@ public struct RoomRegistry: Sendable {
             let holds = held.values[i].count
             let due = held.values[i].prefix { $0 <= now }.count
             if due == holds { held.remove(at: i) } else { held.values[i].removeFirst(due) }
-            return LeaveOutcome(user: user, before: devices + holds, after: devices + holds - due, members: members.count, isEmpty: isEmpty)
+            return LeaveOutcome(user: user, before: devices + holds, after: devices + holds - due, members: members.count, isEmpty: isEmpty, slot: slot)
         }
 
         mutating func remove(_ connection: ConnectionID) -> (member: Member, devices: Int)? {
             guard let member = members.removeValue(forKey: connection) else { return nil }
             let devices = (devicesByUser[member.user] ?? 1) - 1
             if devices <= 0 { devicesByUser.removeValue(forKey: member.user) } else { devicesByUser[member.user] = devices }
-            let left = (partitionCounts[member.partition] ?? 1) - 1
-            if left <= 0 {
-                partitionCounts.removeValue(forKey: member.partition)
-                partitions.removeAll { $0 == member.partition }
-            } else {
-                partitionCounts[member.partition] = left
+            if let i = partitions.firstIndex(of: member.partition) {
+                if partitionCounts[i] > 1 {
+                    partitionCounts[i] -= 1
+                } else {
+                    partitions.remove(at: i)
+                    partitionCounts.remove(at: i)
+                }
             }
             return (member, devices)
         }
@@ -164,10 +173,10 @@ public struct RoomRegistry: Sendable {
     /// Members per room, maintained on every join and leave.
     public private(set) var sizes = RoomSizeHistogram()
     /// Rooms by member count, and the counts present in descending order: the busiest rooms
-    /// are read without walking every room.
-    /// Indexed by size (grown to the largest seen), so that moving a room between sizes on
-    /// each join and leave hashes its name only, never the size.
-    private var roomsBySize: [Set<String>] = []
+    /// are read without walking every room. Indexed by size (grown to the largest seen), each
+    /// room at its `slot`: a join or leave moves it with two array writes, where sets of names
+    /// hashed it twice and rehashed its neighbours on removal.
+    private var roomsBySize: [[String]] = []
     private var distinctSizes: [Int] = []
 
     public init(maxMembersPerRoom: Int = 10_000) {
@@ -178,21 +187,24 @@ public struct RoomRegistry: Sendable {
 
     public mutating func join(room: String, connection: ConnectionID, user: String, partition: Int) throws(JoinError) -> JoinResult {
         let member = Member(user: user, partition: partition)
-        let outcome: Room.JoinOutcome
-        if let index = rooms.index(forKey: room) {
-            outcome = rooms.values[index].join(member, connection: connection, maxMembers: maxMembersPerRoom)
-        } else {
-            var fresh = Room()
-            outcome = fresh.join(member, connection: connection, maxMembers: maxMembersPerRoom)
-            if case .joined = outcome { rooms[room] = fresh }
-        }
+        let index = rooms.index(forKey: room)
+        var fresh = Room()
+        let outcome = index.map { rooms.values[$0].join(member, connection: connection, maxMembers: maxMembersPerRoom) }
+            ?? fresh.join(member, connection: connection, maxMembers: maxMembersPerRoom)
         switch outcome {
         case .alreadyMember(let devices):
             return JoinResult(alreadyMember: true, userBecamePresent: false, devicesBefore: devices, devicesAfter: devices)
         case .full:
             throw .roomFull(limit: maxMembersPerRoom)
-        case .joined(let before, let after, let count):
-            resized(room, from: count - 1, to: count)
+        case .joined(let before, let after, let count, let slot):
+            let (newSlot, moved) = resized(room, slot: slot, from: count - 1, to: count)
+            if let index {
+                rooms.values[index].slot = newSlot
+            } else {
+                fresh.slot = newSlot
+                rooms[room] = fresh
+            }
+            if let moved { rooms[moved.room]?.slot = moved.slot }
             return JoinResult(alreadyMember: false, userBecamePresent: before == 0, devicesBefore: before, devicesAfter: after)
         }
     }
@@ -202,8 +214,9 @@ public struct RoomRegistry: Sendable {
     /// presence grace).
     public mutating func leave(room: String, connection: ConnectionID, holdingUntil: Int64? = nil) -> LeaveResult? {
         guard let index = rooms.index(forKey: room), let left = rooms.values[index].leave(connection, holdingUntil: holdingUntil) else { return nil }
-        if left.isEmpty { rooms.remove(at: index) }
-        resized(room, from: left.members + 1, to: left.members)
+        let (newSlot, moved) = resized(room, slot: left.slot, from: left.members + 1, to: left.members)
+        if left.isEmpty { rooms.remove(at: index) } else { rooms.values[index].slot = newSlot }
+        if let moved { rooms[moved.room]?.slot = moved.slot }
         return LeaveResult(room: room, user: left.user, userLeftPresence: left.after == 0, devicesBefore: left.before, devicesAfter: left.after)
     }
 
@@ -270,22 +283,30 @@ public struct RoomRegistry: Sendable {
         return out
     }
 
-    private mutating func resized(_ room: String, from old: Int, to new: Int) {
+    /// Moves `room` (at `slot` among the rooms of size `old`) to the rooms of size `new`:
+    /// returns its slot there, and the room moved into its old slot (which the caller tells
+    /// its new slot), if one was. A swap with the last, so no name is hashed here.
+    private mutating func resized(_ room: String, slot: Int, from old: Int, to new: Int) -> (slot: Int, moved: (room: String, slot: Int)?) {
         sizes.resize(from: old, to: new)
-        if old > 0, old < roomsBySize.count {
-            roomsBySize[old].remove(room)
+        var moved: (room: String, slot: Int)? = nil
+        if old > 0, old < roomsBySize.count, slot < roomsBySize[old].count {
+            let last = roomsBySize[old].removeLast()
+            if slot < roomsBySize[old].count {
+                roomsBySize[old][slot] = last
+                moved = (last, slot)
+            }
             if roomsBySize[old].isEmpty {
                 let i = Self.position(of: old, in: distinctSizes)
                 if i < distinctSizes.count, distinctSizes[i] == old { distinctSizes.remove(at: i) }
             }
         }
-        if new > 0 {
-            if new >= roomsBySize.count { roomsBySize.append(contentsOf: repeatElement([], count: new + 1 - roomsBySize.count)) }
-            if roomsBySize[new].isEmpty {
-                distinctSizes.insert(new, at: Self.position(of: new, in: distinctSizes))
-            }
-            roomsBySize[new].insert(room)
+        guard new > 0 else { return (0, moved) }
+        if new >= roomsBySize.count { roomsBySize.append(contentsOf: repeatElement([], count: new + 1 - roomsBySize.count)) }
+        if roomsBySize[new].isEmpty {
+            distinctSizes.insert(new, at: Self.position(of: new, in: distinctSizes))
         }
+        roomsBySize[new].append(room)
+        return (roomsBySize[new].count - 1, moved)
     }
 
     /// Where `size` is or would go in the descending `sizes` (binary search).
