@@ -245,8 +245,9 @@ public final class RelayServer: Sendable {
     }
 
     /// Graceful shutdown: stop accepting, tell sockets to go (Engine.IO close, WebSocket 1001)
-    /// in batches at `drainRatePerSecond` so they do not all reconnect at once, commit the
-    /// receipts already received, stop the event loops. Bounded by `shutdownTimeoutMs`.
+    /// in batches (`LifecycleSettings.drainBatch`: spread when other nodes take them, all at
+    /// once on a node alone), commit the receipts already received, stop the event loops.
+    /// Bounded by `shutdownTimeoutMs`.
     public func shutdown() async throws {
         let configuration = context.configuration
         let deadline = NIODeadline.now() + .milliseconds(Int64(configuration.lifecycle.shutdownTimeoutMs))
@@ -258,8 +259,9 @@ public final class RelayServer: Sendable {
         hub.stopTimers()
         trimmerBox.withLockedValue { $0?.cancel() }
         // Ten batches a second.
-        let batch = max(1, configuration.lifecycle.drainRatePerSecond / 10)
+        let batch = configuration.lifecycle.drainBatch(otherNodes: hub.backends.cluster != nil)
         var drained = 0
+        var rounds = 0
         while NIODeadline.now() < deadline {
             var closedThisRound = 0
             for partition in hub.partitions {
@@ -272,6 +274,7 @@ public final class RelayServer: Sendable {
             }
             drained += closedThisRound
             if closedThisRound == 0 { break }
+            rounds += 1
             try? await Task.sleep(nanoseconds: 100_000_000)
         }
         // Past the deadline: close whatever is left at once.
@@ -284,7 +287,7 @@ public final class RelayServer: Sendable {
         while hub.connectionCount > 0 && NIODeadline.now() < deadline {
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
-        context.logger.info("drained sockets", metadata: ["count": "\(drained)"])
+        context.logger.info("drained sockets", metadata: ["count": "\(drained)", "rounds": "\(rounds)"])
         hub.endPresenceHolds()
         context.receiptServices.flushWindows()
         replicator?.stop()

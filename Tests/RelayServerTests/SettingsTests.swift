@@ -72,6 +72,17 @@ final class SettingsTests: XCTestCase {
         XCTAssertEqual(built.webhooks, c.webhooks)
     }
 
+    func testTheDrainSpreadsOnlyWhenOtherNodesTakeTheSockets() {
+        var lifecycle = LifecycleSettings()
+        XCTAssertEqual(lifecycle.drainBatch(otherNodes: false), .max, "a node alone tells every socket at once")
+        XCTAssertEqual(lifecycle.drainBatch(otherNodes: true), 200, "2 000 a second in a cluster, ten batches a second")
+        lifecycle.drainRatePerSecond = 20
+        XCTAssertEqual(lifecycle.drainBatch(otherNodes: false), 2, "a rate set is kept, alone or not")
+        XCTAssertEqual(lifecycle.drainBatch(otherNodes: true), 2)
+        lifecycle.drainRatePerSecond = 5
+        XCTAssertEqual(lifecycle.drainBatch(otherNodes: true), 1, "at least one a round")
+    }
+
     func testTheCommandLine() throws {
         let flags = try ConfigurationLoader.parseArguments([
             "--port", "0", "--max-payload", "2000", "--no-deflate", "--rate", "typing=10:20", "--rate=custom=5", "--log-level", "warning",

@@ -182,6 +182,28 @@ async def test_dashboard_updates_live_in_chromium(relay):
             await load
 
 
+def test_sigterm_on_a_node_alone_tells_every_socket_at_once(tmp_path):
+    """Without Redis no other node takes the sockets: spreading them over seconds would only
+    keep the port closed while the clients back off. 250 sockets (more than one batch of the
+    clustered rate, 200 a tenth of a second) go in one round."""
+    relay = RelayProcess(tmp_path, ["--max-connections-per-ip", "1000", "--threads", "1"]).start()
+
+    async def scenario():
+        socks = [await RawSocket.open(relay) for _ in range(250)]
+        for i, s in enumerate(socks):
+            await s.connect_ok(mint_token(f"alone{i}"))
+        os.kill(relay.proc.pid, signal.SIGTERM)
+        return await asyncio.gather(*(s.wait_closed(timeout=20, answer_pings=True) for s in socks))
+
+    results = run(scenario(), timeout=90)
+    assert relay.proc.wait(30) == 0, "graceful shutdown exits 0"
+    assert all(code == 1001 for code, _ in results), [r[0] for r in results]
+    assert all("1" in msgs for _, msgs in results), "Engine.IO close packet before the close frame"
+    drained = [line for line in relay.log().splitlines() if "drained sockets" in line]
+    assert drained and "count=250" in drained[-1] and "rounds=1" in drained[-1], drained
+    relay.stop()
+
+
 def test_sigterm_drains_in_batches_and_keeps_acked_receipts(tmp_path):
     flags = ["--drain-rate", "20", "--shutdown-timeout", "20000"]
     relay = RelayProcess(tmp_path, flags).start()

@@ -165,7 +165,10 @@ extension ConfigurationLoader {
             c.listener.echoPath = p
             return nil
         },
-        .int("drain-rate", 2_000, min: 1, "sockets told to go per second during a graceful shutdown") { $0.lifecycle.drainRatePerSecond = $1 },
+        .int("drain-rate", 0, min: 0,
+             "sockets told to go per second during a graceful shutdown, so they do not all reconnect to the other nodes at once; 0: 2000 with `--redis`, all at once without (no other node takes them)") {
+            $0.lifecycle.drainRatePerSecond = $1
+        },
         .int("shutdown-timeout", 30_000, "upper bound of a graceful shutdown, ms") { $0.lifecycle.shutdownTimeoutMs = $1 },
         .int("heap-trim-interval-ms", 10_000,
              "how often freed heap memory may be given back to the system (glibc `malloc_trim`, on NIO's thread pool) after connection churn, ms; 0: never") {
